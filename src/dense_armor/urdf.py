@@ -1,0 +1,258 @@
+"""URDF to :class:`~dense_armor.model.Model`.
+
+Parsing is plain host code in float64 NumPy: XML to a few checked records, then a depth-first
+walk of the tree that merges links behind fixed joints into the body they hang from.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dense_armor import spatial
+from dense_armor.model import JOINT_KINDS, Model
+
+DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
+
+
+class URDFError(ValueError):
+    """A URDF that cannot be turned into a model; the message names the file and the element."""
+
+
+@dataclass(frozen=True)
+class _Joint:
+    name: str
+    kind: str
+    parent: str
+    child: str
+    placement: tuple  # (R, p) of the joint frame in the parent link frame, NumPy
+    axis: np.ndarray
+    lower: float
+    upper: float
+    effort: float
+    velocity: float
+
+
+def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY) -> Model:
+    """Parse a URDF file or XML string into a :class:`Model`.
+
+    Args:
+        source: a path, or the XML text itself (a string starting with ``<``).
+        gravity: (3,) gravity in the base frame, m/s^2.
+
+    Returns:
+        The model, its leaves float64 NumPy arrays (JAX casts them to the dtype of ``q``).
+
+    Raises:
+        URDFError: malformed XML, an unknown, floating or planar joint, a missing link, two
+            roots, a cycle, a negative mass or a non-finite number; the message names the
+            file and the element.
+        FileNotFoundError: ``source`` is a path that does not exist.
+    """
+    text, where = _read(source)
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as err:
+        raise URDFError(f"{where}: malformed XML: {err}") from None
+    if root.tag != "robot":
+        raise URDFError(f"{where}: the root element is <{root.tag}>, expected <robot>")
+    ctx = _Context(where)
+    links = {}
+    for el in root.findall("link"):
+        name = ctx.attr(el, "name", "link")
+        if name in links:
+            raise URDFError(f"{where}: link {name!r} is defined twice")
+        links[name] = ctx.link_inertia(el, name)
+    joints = [ctx.joint(el, links) for el in root.findall("joint")]
+    if not links:
+        raise URDFError(f"{where}: the robot has no <link>")
+    return _build(root.get("name", ""), links, joints, np.asarray(gravity, float), where)
+
+
+def _read(source) -> tuple[str, str]:
+    if isinstance(source, str) and source.lstrip().startswith("<"):
+        return source, "<URDF string>"
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such URDF file")
+    return path.read_text(encoding="utf-8"), str(path)
+
+
+class _Context:
+    """Checked reads of attributes, naming the file and element on failure."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def fail(self, what: str, msg: str):
+        raise URDFError(f"{self.where}: {what}: {msg}")
+
+    def attr(self, el, key, what):
+        value = el.get(key)
+        if value is None or not value.strip():
+            self.fail(f"<{el.tag}>" if what == el.tag else what, f"missing attribute {key!r}")
+        return value.strip()
+
+    def floats(self, el, key, count, default, what):
+        if el is None or el.get(key) is None:
+            return np.array(default, float)
+        raw = el.get(key).split()
+        try:
+            values = np.array([float(v) for v in raw])
+        except ValueError:
+            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not {count} numbers")
+        if values.shape != (count,):
+            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not {count} numbers")
+        if not np.all(np.isfinite(values)):
+            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not finite")
+        return values
+
+    def origin(self, el, what):
+        origin = el.find("origin")
+        xyz = self.floats(origin, "xyz", 3, (0.0, 0.0, 0.0), what)
+        rpy = self.floats(origin, "rpy", 3, (0.0, 0.0, 0.0), what)
+        return spatial.rpy_to_matrix(rpy), xyz
+
+    def link_inertia(self, el, name):
+        what = f"link {name!r}"
+        inertial = el.find("inertial")
+        if inertial is None:
+            return np.zeros(10)
+        mass_el = inertial.find("mass")
+        mass = 0.0 if mass_el is None else float(self.floats(mass_el, "value", 1, (0.0,), what)[0])
+        if mass < 0:
+            self.fail(what, f"negative mass {mass}")
+        inertia_el = inertial.find("inertia")
+        keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+        vals = {k: float(self.floats(inertia_el, k, 1, (0.0,), what)[0]) for k in keys}
+        I = np.array(
+            [
+                [vals["ixx"], vals["ixy"], vals["ixz"]],
+                [vals["ixy"], vals["iyy"], vals["iyz"]],
+                [vals["ixz"], vals["iyz"], vals["izz"]],
+            ]
+        )
+        if np.linalg.eigvalsh(I).min() < -1e-12 * max(1.0, np.abs(I).max()):
+            self.fail(what, "the inertia matrix is not positive semi-definite")
+        R, com = self.origin(inertial, what)
+        return spatial.params_from_com(mass, com, R @ I @ R.T)
+
+    def joint(self, el, links) -> _Joint:
+        name = self.attr(el, "name", "joint")
+        what = f"joint {name!r}"
+        kind = self.attr(el, "type", what)
+        if kind in ("floating", "planar"):
+            self.fail(what, f"{kind} joints are not supported (fixed-base trees of revolute, "
+                            "continuous, prismatic and fixed joints only)")
+        if kind not in JOINT_KINDS + ("fixed",):
+            self.fail(what, f"unknown joint type {kind!r}")
+        ends = {}
+        for end in ("parent", "child"):
+            end_el = el.find(end)
+            if end_el is None:
+                self.fail(what, f"missing <{end}>")
+            link = self.attr(end_el, "link", f"{what} <{end}>")
+            if link not in links:
+                self.fail(what, f"{end} link {link!r} is not defined")
+            ends[end] = link
+        axis = self.floats(el.find("axis"), "xyz", 3, (1.0, 0.0, 0.0), what)
+        norm = float(np.linalg.norm(axis))
+        if kind != "fixed" and norm < 1e-12:
+            self.fail(what, "the axis is zero")
+        limit = el.find("limit")
+        bounds = {"lower": -math.inf, "upper": math.inf, "effort": math.inf, "velocity": math.inf}
+        if limit is not None and kind != "continuous":
+            for key in bounds:
+                if limit.get(key) is not None:
+                    bounds[key] = float(self.floats(limit, key, 1, (0.0,), what)[0])
+        elif limit is not None:
+            for key in ("effort", "velocity"):
+                if limit.get(key) is not None:
+                    bounds[key] = float(self.floats(limit, key, 1, (0.0,), what)[0])
+        return _Joint(
+            name, kind, ends["parent"], ends["child"], self.origin(el, what),
+            axis / norm if norm > 0 else axis, **bounds,
+        )
+
+
+def _build(name, links, joints, gravity, where) -> Model:
+    parent_of = {}
+    for joint in joints:
+        if joint.child in parent_of:
+            raise URDFError(
+                f"{where}: link {joint.child!r} is the child of two joints "
+                f"({parent_of[joint.child].name!r} and {joint.name!r})"
+            )
+        parent_of[joint.child] = joint
+    roots = [link for link in links if link not in parent_of]
+    if len(roots) > 1:
+        raise URDFError(f"{where}: the tree has {len(roots)} roots ({', '.join(map(repr, roots))}); expected one")
+    if not roots:
+        raise URDFError(f"{where}: the joints form a cycle (every link has a parent joint)")
+    children = {link: [] for link in links}
+    for joint in joints:
+        children[joint.parent].append(joint)
+
+    order = []  # joints depth-first, children in file order (Pinocchio's order)
+    stack = list(reversed(children[roots[0]]))
+    while stack:
+        joint = stack.pop()
+        order.append(joint)
+        stack.extend(reversed(children[joint.child]))
+    reached = {roots[0]} | {j.child for j in order}
+    unreached = [link for link in links if link not in reached]
+    if unreached:
+        raise URDFError(
+            f"{where}: links {', '.join(map(repr, unreached))} are not reachable from the root "
+            f"{roots[0]!r}: the joints form a cycle"
+        )
+    moving = [j for j in order if j.kind != "fixed"]
+    index = {j.name: i for i, j in enumerate(moving)}
+    identity = (np.eye(3), np.zeros(3))
+    attach = {roots[0]: (-1, identity)}  # link -> (body, placement of the link in the body)
+    parents, placements = [], []
+    for joint in order:
+        body, (R, p) = attach[joint.parent]
+        Rj, pj = joint.placement
+        origin = (R @ Rj, R @ pj + p)
+        if joint.kind == "fixed":
+            attach[joint.child] = (body, origin)
+        else:
+            attach[joint.child] = (index[joint.name], identity)
+            parents.append(body)
+            placements.append(origin)
+
+    n = len(moving)
+    if n == 0:
+        raise URDFError(f"{where}: the robot has no movable joint")
+    inertia = np.zeros((n, 10))
+    for link, (body, (R, p)) in attach.items():
+        if body >= 0:
+            inertia[body] += np.array(spatial.rigid_params_to_parent(tuple(links[link]), spatial.as_tuple(R), tuple(p)))
+    frame_names = (roots[0],) + tuple(j.child for j in order)
+    return Model(
+        name=name,
+        joint_names=tuple(j.name for j in moving),
+        joint_kinds=tuple(j.kind for j in moving),
+        parents=tuple(parents),
+        body_names=tuple(j.child for j in moving),
+        frame_names=frame_names,
+        frame_bodies=tuple(attach[f][0] for f in frame_names),
+        joint_rotation=np.stack([R for R, _ in placements]),
+        joint_translation=np.stack([p for _, p in placements]),
+        axis=np.stack([j.axis for j in moving]),
+        inertia=inertia,
+        frame_rotation=np.stack([attach[f][1][0] for f in frame_names]),
+        frame_translation=np.stack([attach[f][1][1] for f in frame_names]),
+        lower=np.array([j.lower for j in moving]),
+        upper=np.array([j.upper for j in moving]),
+        velocity_limit=np.array([j.velocity for j in moving]),
+        effort_limit=np.array([j.effort for j in moving]),
+        gravity=gravity,
+    )
+
