@@ -5,11 +5,11 @@ Names follow Pinocchio. Every function takes the model first and the arrays posi
 models (e.g. payloads). The dtype follows the inputs.
 """
 
-from dense_armor.dynamics.aba import aba
-from dense_armor.dynamics.crba import crba
+from dense_armor.dynamics.forward_dynamics import aba
+from dense_armor.dynamics.mass_matrix import crba
 from dense_armor.dynamics.kinematics import forward_kinematics, frame_jacobian
 from dense_armor.dynamics.regressor import body_regressor, joint_torque_regressor
-from dense_armor.dynamics.rnea import generalized_gravity, nonlinear_effects, rnea
+from dense_armor.dynamics.inverse_dynamics import generalized_gravity, nonlinear_effects, rnea
 
 __all__ = [
     "aba",

@@ -1,7 +1,9 @@
 """The joint-torque regressor: inverse dynamics linear in the inertial parameters.
 
 ``rnea(q, qd, qdd) == joint_torque_regressor(q, qd, qdd) @ model.inertia.reshape(-1)``, with
-the parameters of each body in the order of :mod:`dense_armor.spatial`.
+the parameters of each body in the order of :mod:`dense_armor.spatial`. The RNEA is linear
+in the inertial parameters, so its forward-mode Jacobian with respect to them is the
+regressor, exactly; all 10 n columns are computed as lanes of one vectorised RNEA.
 """
 
 from __future__ import annotations
@@ -9,55 +11,23 @@ from __future__ import annotations
 from functools import partial
 
 import jax
+import jax.numpy as jnp
 
-from dense_armor import spatial
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.rnea import body_accelerations
-from dense_armor.model import Model
+from dense_armor.dynamics.inverse_dynamics import _rnea
+from dense_armor.model import Model, with_inertia
 
 
-def _body_forces(v, a):
-    """The 10 spatial forces ``I_c a + v x* I_c v`` of the unit parameters ``c`` of one body."""
-    w, lin = v
-    alpha, acc = a
-    zero = 0.0 * w[0]
-    zeros = (zero, zero, zero)
-    columns = [(zeros, spatial.add(acc, spatial.cross(w, lin)))]  # mass
-    ww = spatial.dot(w, w)
-    for e in range(3):  # first moments h: n = h x acc + w (lin.h) - lin (w.h), f = alpha x h - |w|^2 h + w (w.h)
-        h = tuple(1.0 if k == e else 0.0 for k in range(3))
-        n = spatial.add(spatial.cross(h, acc), spatial.sub(spatial.scale(lin[e], w), spatial.scale(w[e], lin)))
-        f = spatial.add(spatial.cross(alpha, h), spatial.sub(spatial.scale(w[e], w), spatial.scale(ww, h)))
-        columns.append((n, f))
-    # Rotational inertia about the origin: n = I alpha + w x (I w), linear in (xx, xy, yy, xz, yz, zz).
-    for r, c in ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2)):
-        unit = [[0.0] * 3 for _ in range(3)]
-        unit[r][c] = unit[c][r] = 1.0
-        I_alpha = tuple(sum(unit[i][k] * alpha[k] for k in range(3) if unit[i][k]) + zero for i in range(3))
-        I_w = tuple(sum(unit[i][k] * w[k] for k in range(3) if unit[i][k]) + zero for i in range(3))
-        columns.append((spatial.add(I_alpha, spatial.cross(w, I_w)), zeros))
-    return columns
-
-
-def _columns(model: Model, joints, v, acc, body: int):
-    """(n, 10) nested list: the regressor columns of one body."""
-    zero = 0.0 * v[0][0][0]
-    rows = [[zero] * 10 for _ in range(model.n)]
-    forces = _body_forces(v[body], acc[body])
-    j = body
-    while True:
-        rows[j] = [tr.project(joints[j], f) for f in forces]
-        if joints[j].parent < 0:
-            return rows
-        forces = [spatial.force_to_parent(joints[j].R, joints[j].p, f) for f in forces]
-        j = joints[j].parent
-
-
-def _kinematics(model, q, qd, qdd):
+def _columns(model: Model, q, qd, qdd, bodies):
+    """(n, len(bodies), 10): d tau / d pi for the given bodies."""
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    joints = tr.joints(model, q, dtype)
-    v = tr.velocities(joints, qd)
-    return joints, v, body_accelerations(model, joints, v, qd, qdd, dtype)
+    inertia = jnp.asarray(model.inertia, dtype)
+    rows = jnp.asarray(bodies)
+
+    def torque(params):
+        return _rnea(with_inertia(model, inertia.at[rows].set(params)), q, qd, qdd, dtype)
+
+    return jax.jacfwd(torque)(inertia[rows])
 
 
 @jax.jit
@@ -73,13 +43,10 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
         ``(m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz)`` (Pinocchio's
         ``computeJointTorqueRegressor``).
     """
-    joints, v, acc = _kinematics(model, q, qd, qdd)
-    blocks = [_columns(model, joints, v, acc, k) for k in range(model.n)]
-    return tr.matrix([[x for block in blocks for x in block[i]] for i in range(model.n)])
+    return _columns(model, q, qd, qdd, tuple(range(model.n))).reshape(model.n, 10 * model.n)
 
 
 @partial(jax.jit, static_argnums=4)
 def body_regressor(model: Model, q, qd, qdd, body: int):
     """The 10 regressor columns (n, 10) of one body: how its inertial parameters move every joint."""
-    joints, v, acc = _kinematics(model, q, qd, qdd)
-    return tr.matrix(_columns(model, joints, v, acc, body))
+    return _columns(model, q, qd, qdd, (body,))[:, 0]

@@ -9,19 +9,21 @@ from dense_armor.dynamics import tree as tr
 from dense_armor.model import Model
 
 
-def base_acceleration(model: Model, dtype):
+def base_acceleration(model: Model, dtype, gravity: bool = True):
     """Gravity as a fictitious upward acceleration of the fixed base, ``(0, -g)``."""
-    gravity = tr.leaf(model.gravity, dtype)
-    zero = 0.0 * gravity[0]
-    return (zero, zero, zero), spatial.scale(-1.0, gravity)
+    g = tr.leaf(model.gravity, dtype)
+    if not gravity:
+        g = spatial.scale(0.0, g)
+    zero = 0.0 * g[0]
+    return (zero, zero, zero), spatial.scale(-1.0, g)
 
 
-def body_accelerations(model: Model, joints, v, qd, qdd, dtype) -> list:
+def body_accelerations(model: Model, joints, v, qd, qdd, dtype, gravity: bool = True) -> list:
     """Body spatial accelerations in body frames, gravity included as a base acceleration.
 
     ``v``/``qd`` and ``qdd`` may be ``None`` (zero): their terms are left out at trace time.
     """
-    base = base_acceleration(model, dtype)
+    base = base_acceleration(model, dtype, gravity)
     acc = []
     for i, joint in enumerate(joints):
         a = spatial.motion_to_child(joint.R, joint.p, base if joint.parent < 0 else acc[joint.parent])
@@ -33,10 +35,11 @@ def body_accelerations(model: Model, joints, v, qd, qdd, dtype) -> list:
     return acc
 
 
-def _rnea(model: Model, q, qd, qdd, dtype):
+def _rnea(model: Model, q, qd, qdd, dtype, gravity: bool = True):
+    """The RNEA as traced code; ``qd``/``qdd`` ``None`` mean zero, ``gravity=False`` leaves it out."""
     joints = tr.joints(model, q, dtype)
     v = tr.velocities(joints, qd) if qd is not None else None
-    acc = body_accelerations(model, joints, v, qd, qdd, dtype)
+    acc = body_accelerations(model, joints, v, qd, qdd, dtype, gravity)
     forces = []
     for i, blocks in enumerate(tr.inertias(model, dtype)):
         f = spatial.inertia_apply(blocks, acc[i])
