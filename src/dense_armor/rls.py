@@ -344,3 +344,17 @@ def update_rows(
         P_new = (P - jnp.einsum("...mi,...mj->...ij", Kt, XP)) / lam2
     P_new = _bound_trace(_sym(P_new), max_trace)
     return RLSState(w=w_new, P=P_new)
+
+
+def update_if_finite(
+    state: RLSState, x: ArrayLike, y: ArrayLike, lam: ArrayLike = 1.0, **options
+) -> tuple[RLSState, jax.Array]:
+    """:func:`update`, or the unchanged state when ``x`` or ``y`` holds a NaN or inf.
+
+    Returns:
+        The new state and a bool: whether the sample was learned. A bad sample never
+        reaches ``w`` or ``P``.
+    """
+    ok = jnp.all(jnp.isfinite(jnp.asarray(x))) & jnp.all(jnp.isfinite(jnp.asarray(y)))
+    new = update(state, jnp.where(ok, x, 0), jnp.where(ok, y, 0), lam, **options)
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, state), ok

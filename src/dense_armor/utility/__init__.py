@@ -1,0 +1,1 @@
+"""Stateful, design-document APIs over the functional core."""

@@ -1,0 +1,1 @@
+"""Online learning of residual robot dynamics (the design document's API)."""

@@ -1,0 +1,266 @@
+"""The design document's online-learning API: thin stateful wrappers over the functional core.
+
+Each wrapper converts its inputs to float64 NumPy, enters JAX's scoped 64-bit mode
+(``jax.enable_x64``; the global configuration is untouched), calls a module-level jitted
+function and keeps the new state. The state stays a public pytree (``.state``), to save,
+vmap, or hand to :mod:`dense_armor.learners`.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dense_armor import learners, rls
+from dense_armor.drift import CUSUM, Hampel
+from dense_armor.dynamics.urdf_dynamics import RigidBodyModel, as_float64
+from dense_armor.learners import FEATURE_NAMES, ResidualLearner, Sample, StepOutput
+from dense_armor.robots import write_minimal_urdf
+
+__all__ = [
+    "CUSUMDriftDetector",
+    "DriftAwareResidualDynamicsLearner",
+    "HampelScorer",
+    "RecursiveLeastSquares",
+    "Regressor",
+    "ResidualDynamicsLearner",
+    "write_minimal_urdf",
+]
+
+_rls_learn = jax.jit(rls.update_if_finite)
+_rls_predict = jax.jit(rls.predict)
+_detector_step = jax.jit(lambda detector, state, z: detector.step(state, z, True))
+
+
+class Regressor(abc.ABC):
+    """An online regressor over dict features: ``learn_one(x, y)``, ``predict_one(x)``."""
+
+    @abc.abstractmethod
+    def learn_one(self, x: Mapping[str, float], y: float) -> "Regressor":
+        """Learn one sample; returns ``self``."""
+
+    @abc.abstractmethod
+    def predict_one(self, x: Mapping[str, float]) -> float:
+        """Predict the target of one sample."""
+
+
+class RecursiveLeastSquares(Regressor):
+    """Recursive least squares with exponential forgetting, over dict features.
+
+    ``K = P x / (lam + x'Px)``, ``w <- w + K (y - x'w)``, ``P <- (P - K x'P) / lam``, then
+    ``P`` symmetrised; ``P0 = delta I``, ``w0 = 0``. With ``lam = 1`` and a large ``delta``
+    the weights equal the least-squares fit of the samples seen.
+
+    Args:
+        lam: forgetting factor in (0, 1].
+        delta: initial covariance scale, > 0.
+        feature_keys: the feature order; ``None`` sorts the keys of the first dict seen.
+            A missing key counts as 0; an unknown key is an error.
+    """
+
+    def __init__(self, lam: float = 1.0, delta: float = 1e6, feature_keys: Optional[Sequence[str]] = None):
+        learners.check_hyperparameters(lam, delta)
+        self.lam = lam
+        self.delta = delta
+        self.feature_keys = feature_keys
+        self._keys: Optional[list] = None if feature_keys is None else list(feature_keys)
+        self.state: Optional[rls.RLSState] = None
+        self.rejected = 0
+
+    def _vector(self, x: Mapping[str, float]) -> np.ndarray:
+        if self._keys is None:
+            self._keys = sorted(x)
+        unknown = set(x) - set(self._keys)
+        if unknown:
+            raise ValueError(f"x: unknown features {sorted(unknown)}; the features are {self._keys}")
+        return np.array([x.get(k, 0.0) for k in self._keys], dtype=np.float64)
+
+    def learn_one(self, x: Mapping[str, float], y: float) -> "RecursiveLeastSquares":
+        vec = self._vector(x)
+        with jax.enable_x64(True):
+            if self.state is None:
+                self.state = rls.init(len(self._keys), self.delta, dtype=jnp.float64)
+            self.state, ok = _rls_learn(self.state, vec, np.float64(y), self.lam)
+        self.rejected += not bool(ok)
+        return self
+
+    def predict_one(self, x: Mapping[str, float]) -> float:
+        if self.state is None:
+            return 0.0
+        with jax.enable_x64(True):
+            return float(_rls_predict(self.state, self._vector(x)))
+
+    @property
+    def _w(self) -> Optional[np.ndarray]:
+        """The weights, in the order of the feature keys (``None`` before the first sample)."""
+        return None if self.state is None else np.asarray(self.state.w)
+
+    @property
+    def _P(self) -> Optional[np.ndarray]:
+        """The covariance matrix."""
+        return None if self.state is None else np.asarray(self.state.P)
+
+
+class ResidualDynamicsLearner:
+    """Online residual torque learner over a nominal :class:`RigidBodyModel`.
+
+    Features per joint j: ``[qdd_j, qd_j, sign(qd_j), g_j, 1]``; target per joint:
+    ``tau_j - (M(q) qdd + C(q, qd) qd + g(q))_j``; one RLS per joint.
+
+    Args:
+        model: the nominal model (a :class:`RigidBodyModel` or a functional ``Model``).
+        lam: forgetting factor in (0, 1], for every joint.
+        delta: initial covariance scale, > 0.
+    """
+
+    def __init__(self, model, lam: float = 1.0, delta: float = 1e6):
+        self._init(model, ResidualLearner(getattr(model, "model", model), lam=lam, delta=delta))
+        self.lam = lam
+        self.delta = delta
+
+    def _init(self, model, learner: ResidualLearner):
+        self.model = model
+        self.n = learner.model.n
+        with jax.enable_x64(True):
+            # Leaves on the device once, so a call passes buffers, not NumPy copies.
+            self.learner = jax.tree.map(jnp.asarray, learner)
+            self.state: learners.LearnerState = self.learner.init(jnp.float64)
+
+    def _sample(self, q, qd, qdd, tau=None):
+        arrays = {"q": q, "qd": qd, "qdd": qdd, "tau": tau if tau is not None else np.zeros(self.n)}
+        return Sample(*(as_float64(v, k, self.n) for k, v in arrays.items()))
+
+    def learn_one(self, q, qd, qdd, tau) -> "ResidualDynamicsLearner":
+        """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``."""
+        with jax.enable_x64(True):
+            self.state, self.last = learners.step(self.learner, self.state, self._sample(q, qd, qdd, tau))
+        return self
+
+    def predict_torque(self, q, qd, qdd) -> np.ndarray:
+        """Predicted torque (n,): the URDF's plus the learned residual."""
+        with jax.enable_x64(True):
+            return np.asarray(learners.predict(self.learner, self.state, *self._sample(q, qd, qdd)[:3]))
+
+    def learn_many(self, q, qd, qdd, tau) -> StepOutput:
+        """Learn a trajectory (each (T, n)) with one ``lax.scan``; returns the per-sample outputs."""
+        with jax.enable_x64(True):
+            trajectory = Sample(*(np.asarray(a, np.float64) for a in (q, qd, qdd, tau)))
+            for name, a in zip(Sample._fields, trajectory):
+                if a.ndim != 2 or a.shape[1] != self.n:
+                    raise ValueError(f"{name}: expected shape (T, {self.n}), got {a.shape}")
+            self.state, outputs = learners.replay(self.learner, self.state, trajectory)
+        return jax.tree.map(np.asarray, outputs)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(n, 5) learned residual weights on ``FEATURE_NAMES``."""
+        return np.asarray(self.state.rls.w)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Save the learner state to an ``.npz`` file (bit-exact)."""
+        learners.save_state(path, self.state)
+
+    def load(self, path: str | os.PathLike) -> "ResidualDynamicsLearner":
+        """Restore a state saved by :meth:`save`; returns ``self``."""
+        with jax.enable_x64(True):
+            self.state = learners.load_state(path, self.state)
+        return self
+
+
+class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
+    """:class:`ResidualDynamicsLearner` with a per-joint drift trigger on the standardised
+    prior error; when any joint fires, every joint forgets with ``fast_lam`` for
+    ``warmup_steps`` samples, then returns to ``lam``.
+
+    Args:
+        model: the nominal model.
+        lam: slow (steady-state) forgetting factor.
+        delta: initial covariance scale.
+        fast_lam: forgetting factor after a drift alarm.
+        warmup_steps: samples of ``fast_lam`` after an alarm.
+        drift_radius, drift_ref_mult, drift_k, drift_h, drift_two_sided, drift_reference:
+            the CUSUM trigger (see :class:`dense_armor.drift.CUSUM`).
+        detector_warmup: samples learned before the trigger is fed.
+        trigger: ``"hampel"`` (default) or ``"cusum"``.
+        hampel_radius, hampel_n_sigmas: the Hampel trigger (:class:`dense_armor.drift.Hampel`).
+    """
+
+    def __init__(
+        self,
+        model,
+        lam: float = 0.99,
+        delta: float = 1e6,
+        fast_lam: float = 0.9,
+        warmup_steps: int = 20,
+        drift_radius: int = 10,
+        drift_ref_mult: int = 3,
+        drift_k: float = 0.5,
+        drift_h: float = 20.0,
+        drift_two_sided: bool = True,
+        drift_reference: str = "adaptive",
+        detector_warmup: int = 0,
+        trigger: str = "hampel",
+        hampel_radius: int = 20,
+        hampel_n_sigmas: float = 3.0,
+    ):
+        if trigger == "hampel":
+            detector = Hampel(radius=hampel_radius, n_sigmas=hampel_n_sigmas)
+        elif trigger == "cusum":
+            detector = CUSUM(
+                radius=drift_radius, ref_mult=drift_ref_mult, k=drift_k, h=drift_h,
+                two_sided=drift_two_sided, reference=drift_reference,
+            )
+        else:
+            raise ValueError(f"trigger must be 'hampel' or 'cusum', got {trigger!r}")
+        learner = ResidualLearner(
+            getattr(model, "model", model), lam=lam, delta=delta, detector=detector,
+            fast_lam=fast_lam, warmup_steps=warmup_steps, detector_warmup=detector_warmup,
+        )
+        self._init(model, learner)
+        self.lam, self.delta, self.fast_lam, self.warmup_steps = lam, delta, fast_lam, warmup_steps
+        self.trigger = trigger
+        self.detector_warmup = detector_warmup
+
+    @property
+    def drift_detected(self) -> bool:
+        """Whether the last learned sample raised a drift alarm."""
+        last = getattr(self, "last", None)
+        return bool(last.alarm) if last is not None else False
+
+
+class _DriftDetector:
+    """A stateful single-stream wrapper over a functional drift detector."""
+
+    def __init__(self, detector):
+        self.detector = detector
+        with jax.enable_x64(True):
+            self.state = detector.init(1, jnp.float64)
+        self.drift_detected = False
+
+    def update(self, x: float) -> bool:
+        """Feed one value; returns (and stores in ``drift_detected``) whether it alarms."""
+        with jax.enable_x64(True):
+            self.state, alarm = _detector_step(self.detector, self.state, np.array([x], np.float64))
+        self.drift_detected = bool(alarm[0])
+        return self.drift_detected
+
+
+class HampelScorer(_DriftDetector):
+    """Hampel outlier trigger on a causal window (see :class:`dense_armor.drift.Hampel`)."""
+
+    def __init__(self, radius: int = 20, n_sigmas: float = 3.0):
+        super().__init__(Hampel(radius=radius, n_sigmas=n_sigmas))
+
+
+class CUSUMDriftDetector(_DriftDetector):
+    """Page's CUSUM against a windowed reference (see :class:`dense_armor.drift.CUSUM`)."""
+
+    def __init__(self, radius: int = 10, ref_mult: int = 3, k: float = 0.5, h: float = 20.0,
+                 two_sided: bool = True, reference: str = "adaptive"):
+        super().__init__(CUSUM(radius=radius, ref_mult=ref_mult, k=k, h=h, two_sided=two_sided, reference=reference))
