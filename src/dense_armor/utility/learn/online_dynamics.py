@@ -62,6 +62,19 @@ class RecursiveLeastSquares(Regressor):
         delta: initial covariance scale, > 0.
         feature_keys: the feature order; ``None`` sorts the keys of the first dict seen.
             A missing key counts as 0; an unknown key is an error.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dense_armor.utility.learn.online_dynamics import RecursiveLeastSquares
+        >>> rls = RecursiveLeastSquares(lam=1.0, delta=1e10,
+        ...                             feature_keys=["a", "b"])
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> y = X @ np.array([2.0, -3.0])
+        >>> for i in range(3):
+        ...     _ = rls.learn_one({"a": float(X[i, 0]), "b": float(X[i, 1])},
+        ...                       float(y[i]))
+        >>> bool(np.allclose(rls._w, np.array([2.0, -3.0]), atol=1e-6))
+        True
     """
 
     def __init__(self, lam: float = 1.0, delta: float = 1e6, feature_keys: Optional[Sequence[str]] = None):
@@ -117,6 +130,20 @@ class ResidualDynamicsLearner:
         model: the nominal model (a :class:`RigidBodyModel` or a functional ``Model``).
         lam: forgetting factor in (0, 1], for every joint.
         delta: initial covariance scale, > 0.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+        >>> from dense_armor.utility.learn.online_dynamics import (
+        ...     ResidualDynamicsLearner, write_minimal_urdf,
+        ... )
+        >>> path = write_minimal_urdf()
+        >>> m = RigidBodyModel(path)
+        >>> learner = ResidualDynamicsLearner(m)
+        >>> q = np.zeros(m.n)
+        >>> tau = learner.predict_torque(q, q, q)
+        >>> tau.shape
+        (2,)
     """
 
     def __init__(self, model, lam: float = 1.0, delta: float = 1e6):
@@ -189,6 +216,20 @@ class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
         detector_warmup: samples learned before the trigger is fed.
         trigger: ``"hampel"`` (default) or ``"cusum"``.
         hampel_radius, hampel_n_sigmas: the Hampel trigger (:class:`dense_armor.drift.Hampel`).
+
+    Examples:
+        >>> import numpy as np
+        >>> from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+        >>> from dense_armor.utility.learn.online_dynamics import (
+        ...     DriftAwareResidualDynamicsLearner, write_minimal_urdf,
+        ... )
+        >>> path = write_minimal_urdf()
+        >>> m = RigidBodyModel(path)
+        >>> learner = DriftAwareResidualDynamicsLearner(m)
+        >>> tau = learner.predict_torque(np.zeros(m.n), np.zeros(m.n),
+        ...                              np.zeros(m.n))
+        >>> tau.shape
+        (2,)
     """
 
     def __init__(
