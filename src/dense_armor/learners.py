@@ -200,7 +200,7 @@ def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample) ->
     Returns:
         The final state and the per-sample :class:`StepOutput` (each field with a leading T).
     """
-    return jax.lax.scan(learner.step, state, trajectory)
+    return jax.lax.scan(lambda s, sample: learner.step(s, sample), state, trajectory)
 
 
 @jax.jit
