@@ -1,0 +1,132 @@
+"""Identities between the dynamics algorithms, payloads as model edits, vmap/grad, and no retrace."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from urdf_factory import random_tree
+
+from dense_armor import attach_payload, parse_urdf, payload_parameters, with_inertia
+from dense_armor.dynamics import (
+    aba,
+    body_regressor,
+    crba,
+    generalized_gravity,
+    joint_torque_regressor,
+    nonlinear_effects,
+    rnea,
+)
+from dense_armor.robots import minimal_urdf
+
+ROBOTS = {"two_link": minimal_urdf(), "tree": random_tree(3, n_movable=4).xml}
+
+
+@pytest.fixture(scope="module", params=sorted(ROBOTS))
+def robot(request):
+    model = parse_urdf(ROBOTS[request.param])
+    states = np.random.default_rng(0).uniform(-1, 1, (4, 3, model.n))
+    return model, states
+
+
+def test_algorithms_agree(robot):
+    model, states = robot
+    for q, qd, qdd in states:
+        M = np.asarray(crba(model, q))
+        np.testing.assert_allclose(M, M.T, atol=1e-13)
+        assert np.linalg.eigvalsh(M).min() > 0
+        tau = np.asarray(rnea(model, q, qd, qdd))
+        h = np.asarray(nonlinear_effects(model, q, qd))
+        np.testing.assert_allclose(tau - h, M @ qdd, atol=1e-12)
+        np.testing.assert_allclose(aba(model, q, qd, tau), qdd, atol=1e-10)
+        np.testing.assert_allclose(rnea(model, q, 0 * qd, 0 * qdd), generalized_gravity(model, q), atol=1e-12)
+        Y = np.asarray(joint_torque_regressor(model, q, qd, qdd))
+        np.testing.assert_allclose(Y @ np.asarray(model.inertia).reshape(-1), tau, atol=1e-12)
+        last = model.n - 1
+        np.testing.assert_allclose(body_regressor(model, q, qd, qdd, last), Y[:, 10 * last :], atol=1e-12)
+
+
+def test_gradient_wrt_inertia_is_the_regressor(robot):
+    model, states = robot
+    q, qd, qdd = states[0]
+    weights = jnp.arange(1.0, model.n + 1)
+
+    def loss(inertia):
+        return weights @ rnea(with_inertia(model, inertia), q, qd, qdd)
+
+    expected = weights @ joint_torque_regressor(model, q, qd, qdd)
+    reverse = jax.grad(loss)(jnp.asarray(model.inertia))
+    forward = jax.jacfwd(loss)(jnp.asarray(model.inertia))
+    np.testing.assert_allclose(reverse.reshape(-1), expected, atol=1e-12)
+    np.testing.assert_allclose(forward.reshape(-1), expected, atol=1e-12)
+
+
+def test_vmap_over_states_equals_loop(robot):
+    model, states = robot
+    q, qd, qdd = (jnp.asarray(states[:, k]) for k in range(3))
+    batched = jax.vmap(rnea, in_axes=(None, 0, 0, 0))(model, q, qd, qdd)
+    looped = jnp.stack([rnea(model, *s) for s in states])
+    chex.assert_trees_all_close(batched, looped, atol=1e-13)
+    chex.assert_trees_all_close(jax.vmap(crba, in_axes=(None, 0))(model, q), jnp.stack([crba(model, s[0]) for s in states]), atol=1e-13)
+
+
+def test_attach_payload_equals_the_urdf_with_the_payload():
+    nominal, real = parse_urdf(minimal_urdf()), parse_urdf(minimal_urdf(payload_mass=0.5))
+    loaded = attach_payload(nominal, "link2", 0.5, com=(0.5, 0.0, 0.0))
+    np.testing.assert_allclose(loaded.inertia, real.inertia, atol=1e-15)
+
+
+def test_attach_payload_to_a_link_behind_a_fixed_joint():
+    """A payload on a tool frame lands on the body the tool is fixed to, moved into its frame."""
+    tree = random_tree(5, n_movable=3, n_fixed=2)
+    model = parse_urdf(tree.xml)
+    frame = next(f for f, b in zip(model.frame_names, model.frame_bodies) if b >= 0 and f not in model.body_names)
+    body = model.body_index(frame)
+    com, inertia = np.array([0.1, -0.2, 0.3]), np.diag([0.01, 0.02, 0.03])
+    loaded = attach_payload(model, frame, 0.7, com=com, inertia=inertia)
+    R, p = np.asarray(model.frame_rotation[model.frame_index(frame)]), np.asarray(model.frame_translation[model.frame_index(frame)])
+    expected = payload_parameters(0.7, R @ com + p, R @ inertia @ R.T)
+    np.testing.assert_allclose(loaded.inertia[body] - model.inertia[body], expected, atol=1e-14)
+
+
+def test_vmap_over_payload_masses_equals_loop():
+    model = parse_urdf(minimal_urdf())
+    masses = jnp.linspace(0.0, 2.0, 5)
+    q, qd, qdd = jnp.array([0.3, -0.4]), jnp.array([0.5, 0.1]), jnp.array([-0.2, 0.7])
+
+    def torque(mass):
+        return rnea(attach_payload(model, "link2", mass, com=(0.5, 0.0, 0.0)), q, qd, qdd)
+
+    looped = jnp.stack([rnea(parse_urdf(minimal_urdf(float(m))), q, qd, qdd) for m in masses])
+    chex.assert_trees_all_close(jax.vmap(torque)(masses), looped, atol=1e-12)
+
+
+def test_same_structure_compiles_once():
+    """Two parses of one URDF share the compiled function; new values do not retrace."""
+    traced = chex.assert_max_traces(n=1)(lambda model, q: generalized_gravity(model, q) + 0.0)
+    jitted = jax.jit(traced)
+    for k in range(3):
+        model = parse_urdf(minimal_urdf(payload_mass=0.1 * k))
+        jitted(model, jnp.full(2, 0.1 * k))
+    assert jitted._cache_size() == 1
+
+
+def test_float32_follows_the_inputs():
+    model = parse_urdf(minimal_urdf())
+    q = np.array([0.3, -0.2], np.float32)
+    tau32 = rnea(model, q, q, q)
+    assert tau32.dtype == jnp.float32
+    np.testing.assert_allclose(tau32, rnea(model, *(q.astype(np.float64),) * 3), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn, args", [(rnea, 3), (crba, 1), (aba, 3), (joint_torque_regressor, 3)])
+def test_wrong_length_names_the_argument(fn, args):
+    model = parse_urdf(minimal_urdf())
+    good = [np.zeros(2)] * args
+    for k in range(args):
+        bad = list(good)
+        bad[k] = np.zeros(3)
+        with pytest.raises(ValueError, match=r"expected shape \(2,\)"):
+            fn(model, *bad)
