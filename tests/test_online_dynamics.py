@@ -1,0 +1,156 @@
+"""The design document's stateful API: conversion, bad input, persistence, agreement with the core."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+from dense_armor.utility.learn.online_dynamics import (
+    CUSUMDriftDetector,
+    DriftAwareResidualDynamicsLearner,
+    HampelScorer,
+    RecursiveLeastSquares,
+    ResidualDynamicsLearner,
+    write_minimal_urdf,
+)
+
+
+@pytest.fixture(scope="module")
+def arms():
+    return RigidBodyModel(write_minimal_urdf()), RigidBodyModel(write_minimal_urdf(payload_mass=0.5))
+
+
+def _samples(real, count, seed=0):
+    states = np.random.default_rng(seed).uniform(-1, 1, (count, 3, 2))
+    return states, np.stack([np.asarray(real.inverse_dynamics(*s)) for s in states])
+
+
+def test_rigid_body_model_methods(arms):
+    nominal, _ = arms
+    q, qd, qdd = np.array([0.3, -0.2]), np.array([0.1, 0.4]), np.array([-0.5, 0.2])
+    M = np.asarray(nominal.mass_matrix(q))
+    h = np.asarray(nominal.bias_forces(q, qd))
+    np.testing.assert_allclose(M @ qdd + h, nominal.inverse_dynamics(q, qd, qdd), atol=1e-14)
+    np.testing.assert_allclose(nominal.forward_dynamics(q, qd, M @ qdd + h), qdd, atol=1e-12)
+    np.testing.assert_allclose(nominal.gravity_forces(q), 0.0, atol=1e-15)  # planar arm, gravity along the axes
+    assert nominal.mass_matrix(q).dtype == np.float64 and nominal.joint_names == ("joint1", "joint2")
+
+
+def test_wrappers_leave_global_precision_alone(arms):
+    before = jax.config.jax_enable_x64
+    arms[0].mass_matrix([0.0, 0.0])
+    assert jax.config.jax_enable_x64 == before
+
+
+def test_jit_patch_idiom_still_works(arms):
+    model = RigidBodyModel(write_minimal_urdf())
+    model.mass_matrix = jax.jit(model.mass_matrix)
+    np.testing.assert_allclose(model.mass_matrix(np.array([0.3, -0.2])), arms[0].mass_matrix([0.3, -0.2]), rtol=1e-6)
+
+
+def test_learn_many_equals_learn_one(arms):
+    nominal, real = arms
+    states, torques = _samples(real, 30)
+    one, many = ResidualDynamicsLearner(nominal, lam=0.99), ResidualDynamicsLearner(nominal, lam=0.99)
+    for s, tau in zip(states, torques):
+        one.learn_one(*s, tau)
+    outputs = many.learn_many(states[:, 0], states[:, 1], states[:, 2], torques)
+    np.testing.assert_allclose(one.weights, many.weights, rtol=1e-9, atol=1e-9)
+    assert outputs.prediction.shape == (30, 2) and outputs.accepted.all()
+
+
+def test_five_features_fit_batch_least_squares_per_joint(arms):
+    nominal, real = arms
+    states, torques = _samples(real, 40)
+    learner = ResidualDynamicsLearner(nominal, delta=1e9)
+    learner.learn_many(states[:, 0], states[:, 1], states[:, 2], torques)
+    g = np.stack([np.asarray(nominal.gravity_forces(s[0])) for s in states])
+    residual = torques - np.stack([np.asarray(nominal.inverse_dynamics(*s)) for s in states])
+    for j in range(2):
+        X = np.stack([states[:, 2, j], states[:, 1, j], np.sign(states[:, 1, j]), g[:, j], np.ones(40)], 1)
+        w, *_ = np.linalg.lstsq(X, residual[:, j], rcond=None)
+        np.testing.assert_allclose(X @ learner.weights[j], X @ w, atol=1e-6)
+
+
+def test_nan_sample_is_skipped(arms):
+    nominal, real = arms
+    states, torques = _samples(real, 10)
+    learner = ResidualDynamicsLearner(nominal)
+    for s, tau in zip(states, torques):
+        learner.learn_one(*s, tau)
+    before = learner.state
+    learner.learn_one(states[0, 0], states[0, 1], states[0, 2], np.array([np.nan, 1.0]))
+    learner.learn_one(states[0, 0], np.array([np.inf, 0.0]), states[0, 2], torques[0])
+    assert int(learner.state.rejected) == 2
+    np.testing.assert_array_equal(learner.state.rls.w, before.rls.w)
+    np.testing.assert_array_equal(learner.state.rls.P, before.rls.P)
+    rls = RecursiveLeastSquares()
+    rls.learn_one({"a": 1.0}, 2.0).learn_one({"a": float("nan")}, 1.0)
+    assert rls.rejected == 1 and np.isfinite(rls._w).all()
+
+
+def test_save_and_load_are_bit_exact(arms, tmp_path):
+    nominal, real = arms
+    states, torques = _samples(real, 25)
+    learner = DriftAwareResidualDynamicsLearner(nominal, trigger="cusum")
+    learner.learn_many(states[:, 0], states[:, 1], states[:, 2], torques)
+    learner.save(tmp_path / "state.npz")
+    restored = DriftAwareResidualDynamicsLearner(nominal, trigger="cusum").load(tmp_path / "state.npz")
+    for a, b in zip(jax.tree.leaves(learner.state), jax.tree.leaves(restored.state)):
+        np.testing.assert_array_equal(a, b)
+    q = states[0]
+    np.testing.assert_array_equal(learner.predict_torque(*q), restored.predict_torque(*q))
+    with pytest.raises(ValueError, match="state"):
+        ResidualDynamicsLearner(nominal).load(tmp_path / "state.npz")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda m: ResidualDynamicsLearner(m, lam=0.0),
+        lambda m: ResidualDynamicsLearner(m, lam=1.5),
+        lambda m: ResidualDynamicsLearner(m, delta=0.0),
+        lambda m: DriftAwareResidualDynamicsLearner(m, fast_lam=0.0),
+        lambda m: DriftAwareResidualDynamicsLearner(m, trigger="magic"),
+        lambda m: DriftAwareResidualDynamicsLearner(m, trigger="cusum", drift_reference="nope"),
+        lambda m: RecursiveLeastSquares(lam=-0.1),
+        lambda m: RecursiveLeastSquares(delta=-1.0),
+    ],
+)
+def test_bad_hyperparameters_raise(arms, make):
+    with pytest.raises(ValueError):
+        make(arms[0])
+
+
+@pytest.mark.parametrize("argument", ["q", "qd", "qdd", "tau"])
+def test_wrong_length_names_the_argument(arms, argument):
+    learner = ResidualDynamicsLearner(arms[0])
+    values = {k: np.zeros(2) for k in ("q", "qd", "qdd", "tau")}
+    values[argument] = np.zeros(3)
+    with pytest.raises(ValueError, match=rf"^{argument}: expected shape \(2,\)"):
+        learner.learn_one(**values)
+
+
+def test_rls_feature_order_does_not_depend_on_dict_order():
+    a, b = RecursiveLeastSquares(), RecursiveLeastSquares()
+    rng = np.random.default_rng(1)
+    for x, y in zip(rng.standard_normal((20, 2)), rng.standard_normal(20)):
+        a.learn_one({"u": x[0], "v": x[1]}, y)
+        b.learn_one({"v": x[1], "u": x[0]}, y)
+    np.testing.assert_array_equal(a._w, b._w)
+    assert a.predict_one({"u": 1.0}) == a._w[0]
+    with pytest.raises(ValueError, match="unknown features"):
+        a.predict_one({"w": 1.0})
+
+
+def test_detector_wrappers_fire_on_a_step():
+    rng = np.random.default_rng(0)
+    stream = np.concatenate([rng.standard_normal(100), 6.0 + rng.standard_normal(30)])
+    hampel = HampelScorer()
+    cusum = CUSUMDriftDetector()
+    alarms_h = [hampel.update(x) for x in stream]
+    alarms_c = [cusum.update(x) for x in stream]
+    assert any(alarms_h[100:105]) and any(alarms_c[100:115])
+    assert not any(alarms_c[:100])
