@@ -118,7 +118,8 @@ def attach_payload(model: Model, link: str, mass, com=(0.0, 0.0, 0.0), inertia=N
     R = spatial.as_tuple(jnp.asarray(model.frame_rotation[frame], params.dtype))
     p = spatial.as_tuple(jnp.asarray(model.frame_translation[frame], params.dtype))
     in_body = jnp.stack(spatial.rigid_params_to_parent(spatial.as_tuple(params), R, p))
-    inertia_new = jnp.asarray(model.inertia, params.dtype).at[body].add(in_body)
+    select = jnp.arange(model.n) == body  # a broadcast, not a scatter: any batch sharding propagates
+    inertia_new = jnp.asarray(model.inertia, params.dtype) + jnp.where(select[:, None], in_body, 0.0)
     return eqx.tree_at(lambda m: m.inertia, model, inertia_new)
 
 
