@@ -313,3 +313,119 @@ def test_detector_is_a_pytree_with_traced_thresholds():
     leaves = jax.tree.leaves(det)
     assert all(isinstance(x, jax.Array) for x in leaves) and len(leaves) == 3
     assert eqx.tree_equal(det, drift.CUSUM(h=7.0))
+
+
+# --- the innovation trigger -------------------------------------------------------------
+
+_vscan_each = jax.jit(jax.vmap(_scan, in_axes=(None, None, 0, 0)))
+
+
+def _innovation_ref(zs, ok, k=3.0, h=40.0, burn_in=10, min_samples=50.0, noise_lam=0.998,
+                    gate=9.0, margin=2.0, min_sigma=1e-4):
+    """Plain NumPy transcription of drift.Innovation, one joint at a time."""
+    T, n = zs.shape
+    alarms = np.zeros((T, n), bool)
+    for j in range(n):
+        seen, weight, var, stat = 0, 0.0, 0.0, 0.0
+        for t in range(T):
+            z = zs[t, j]
+            if not (ok[t, j] and np.isfinite(z)):
+                continue
+            learning = seen >= burn_in
+            armed = learning and weight >= min_samples
+            ref = max(var, min_sigma**2) * (1 + margin * np.sqrt(2 / max(weight, 1)))
+            if armed:
+                stat = max(0.0, stat + z * z / ref - k)
+                if stat > h:
+                    alarms[t, j] = True
+                    stat = 0.0
+            if learning:
+                entering = min(z * z, gate * ref) if armed else z * z
+                weight = noise_lam * weight + 1
+                var = var + (entering - var) / weight
+            seen += 1
+    return alarms
+
+
+def test_innovation_matches_numpy_reference():
+    det = drift.Innovation(h=12.0)
+    zs, valid, ok = _stream(4)
+    zs = 0.3 * zs
+    _, alarms = _scan(det, det.init(N), jnp.asarray(zs), jnp.asarray(valid))
+    expected = _innovation_ref(zs, ok, h=12.0)
+    np.testing.assert_array_equal(np.asarray(alarms), expected)
+    assert expected.any()
+
+
+@pytest.mark.parametrize("sigma", [1e-3, 1.0, 100.0])
+def test_innovation_is_quiet_on_white_noise_of_any_level(sigma):
+    """200 streams x 3 joints x 2000 samples of N(0, sigma^2): no alarm (the in-control run
+    length at k = 3, h = 40 is far beyond 10^8 samples)."""
+    det = drift.Innovation()
+    zs = sigma * np.random.default_rng(11).standard_normal((200, 2000, N))
+    _, alarms = _vscan_each(det, det.init(N), zs, np.ones((200, 2000), bool))
+    assert not np.asarray(alarms).any()
+
+
+@pytest.mark.parametrize("shift,within", [(10.0, 1), (4.0, 10), (3.0, 30)])
+def test_innovation_detects_a_mean_shift(shift, within):
+    """A shift of ``shift`` noise standard deviations at sample 300 on joint 0 is flagged within
+    ``within`` samples on every one of 50 streams; the other joints stay quiet."""
+    det = drift.Innovation()
+    zs = 0.01 * np.random.default_rng(12).standard_normal((50, 400, N))
+    zs[:, 300:, 0] += shift * 0.01
+    _, alarms = _vscan_each(det, det.init(N), zs, np.ones((50, 400), bool))
+    alarms = np.asarray(alarms)
+    assert not alarms[:, :300].any() and not alarms[:, :, 1:].any()
+    delay = np.array([np.flatnonzero(a[300:, 0])[0] for a in alarms])
+    assert delay.max() < within, delay.max()
+
+
+def test_innovation_arms_after_burn_in_and_min_samples():
+    det = drift.Innovation(burn_in=5, min_samples=20.0, noise_lam=1.0)
+    z = np.random.default_rng(13).standard_normal((T, N))
+    for t, expect in ((24, False), (25, True)):
+        zt = z.copy()
+        zt[t] = 1e3
+        _, alarms = _scan(det, det.init(N), zt, np.ones(T, bool))
+        assert bool(np.asarray(alarms)[t, 0]) is expect, t
+        assert not np.asarray(alarms)[:t].any()
+
+
+def test_innovation_noise_floor():
+    """Exact zeros (a model that fits exactly, sigma = 0): rounding-sized values are below
+    the ``min_sigma`` floor, a real error is not."""
+    det = drift.Innovation()
+    z = np.zeros((T, N))
+    z[100::7] = 1e-9
+    _, alarms = _scan(det, det.init(N), z, np.ones(T, bool))
+    assert not np.asarray(alarms).any()
+    z[300, 0] = 0.01
+    _, alarms = _scan(det, det.init(N), z, np.ones(T, bool))
+    assert np.flatnonzero(np.asarray(alarms)[:, 0]).tolist() == [300]
+
+
+def test_innovation_invalid_sample_and_reset():
+    det = drift.Innovation()
+    zs = np.random.default_rng(14).standard_normal((T, N))
+    state, _ = _scan(det, det.init(N), zs, np.ones(T, bool))
+    new, alarm = _step(det, state, jnp.array([50.0, np.nan, np.inf]), jnp.array([False, True, True]))
+    chex.assert_trees_all_equal(new, state)
+    assert not np.asarray(alarm).any()
+    reset = jax.jit(lambda d, s, w: d.reset(s, w))(det, state, jnp.array([True, False, True]))
+    row = lambda tree, j: jax.tree.map(lambda a: a[j], tree)  # noqa: E731
+    chex.assert_trees_all_equal(row(reset, 0), row(det.init(N), 0))
+    chex.assert_trees_all_equal(row(reset, 1), row(state, 1))
+    assert int(state.seen[0]) == T and float(state.weight[0]) > 50
+
+
+def test_innovation_bad_hyperparameters_raise():
+    for kwargs in ({"h": 0.0}, {"k": -1.0}, {"noise_lam": 0.0}, {"noise_lam": 1.5},
+                   {"min_samples": 0.0}, {"gate": 0.5}, {"margin": -1.0}, {"min_sigma": -1.0}):
+        with pytest.raises(ValueError, match=next(iter(kwargs))):
+            drift.Innovation(**kwargs)
+    det = drift.Innovation(h=30.0)
+    assert all(isinstance(x, jax.Array) for x in jax.tree.leaves(det))
+    s = det.init(4, jnp.float32)
+    new, alarm = jax.eval_shape(det.step, s, np.zeros(4, np.float64), True)
+    assert alarm.shape == (4,) and all(a.dtype == b.dtype for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(s)))

@@ -368,3 +368,13 @@ def test_max_trace_bounds_trace_and_is_inactive_below():
     chex.assert_trees_all_close(update(s0, x, 1.0, 0.5, max_trace=2 * tr), plain)
     rows = update_rows(s0, rng.standard_normal((2, 4)), np.ones(2), 0.5, max_trace=1.0)
     np.testing.assert_allclose(jnp.trace(rows.P), 1.0, rtol=1e-12)
+
+
+def test_reopen_adds_to_the_diagonal_and_keeps_the_weights():
+    s = _random_state(np.random.default_rng(5), 4, batch=(3,))
+    opened = jax.jit(rls.reopen)(s, 2.5, jnp.array([True, False, True]))
+    np.testing.assert_array_equal(opened.w, s.w)
+    np.testing.assert_allclose(opened.P[0], s.P[0] + 2.5 * np.eye(4), rtol=1e-15)
+    np.testing.assert_array_equal(opened.P[1], s.P[1])
+    np.testing.assert_allclose(opened.P[2], s.P[2] + 2.5 * np.eye(4), rtol=1e-15)
+    assert opened.P.dtype == s.P.dtype

@@ -92,7 +92,9 @@ __all__ = [
     "init",
     "predict",
     "prior_variance",
+    "reopen",
     "update",
+    "update_if_finite",
     "update_rows",
 ]
 
@@ -358,3 +360,31 @@ def update_if_finite(
     ok = jnp.all(jnp.isfinite(jnp.asarray(x))) & jnp.all(jnp.isfinite(jnp.asarray(y)))
     new = update(state, jnp.where(ok, x, 0), jnp.where(ok, y, 0), lam, **options)
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, state), ok
+
+
+def reopen(state: RLSState, amount: ArrayLike, where: ArrayLike = True) -> RLSState:
+    """Re-open the covariance, ``P <- P + amount I``, keeping the weights.
+
+    The response to a detected change: the current weights become the prior
+    mean of the new regime with covariance ``P + amount I`` (covariance
+    resetting, Goodwin & Sin, *Adaptive Filtering, Prediction and Control*,
+    1984), so the next samples move ``w`` quickly while nothing learned is
+    thrown away (directions the new data do not excite keep their weights).
+    ``amount`` is in the units of ``P``: with features of order one, about the
+    squared weight change expected, divided by the squared prediction error
+    expected once the new regime is learned.
+
+    Args:
+        state: ``w (..., p)``, ``P (..., p, p)``.
+        amount: ``>= 0``, scalar or ``(...)``.
+        where: Bool scalar or ``(...)``: estimators to re-open (others unchanged).
+
+    Returns:
+        New ``RLSState`` with the same ``w``.
+    """
+    P = state.P
+    amount = jnp.asarray(amount, P.dtype)
+    eye = jnp.eye(P.shape[-1], dtype=P.dtype)
+    opened = P + amount[..., None, None] * eye
+    P_new = jnp.where(jnp.asarray(where, bool)[..., None, None], opened, P)
+    return RLSState(w=state.w, P=P_new)

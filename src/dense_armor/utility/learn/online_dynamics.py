@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import learners, rls
-from dense_armor.drift import CUSUM, Hampel
+from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel, as_float64
 from dense_armor.learners import FEATURE_NAMES, ResidualLearner, Sample, StepOutput
 from dense_armor.robots import write_minimal_urdf
@@ -130,6 +130,11 @@ class ResidualDynamicsLearner:
         model: the nominal model (a :class:`RigidBodyModel` or a functional ``Model``).
         lam: forgetting factor in (0, 1], for every joint.
         delta: initial covariance scale, > 0.
+        forgetting: ``"directional"`` (default) forgets only along the excited direction, so
+            a robot at rest cannot wind the covariance up; with random motion its memory is
+            about ``p / (1 - lam)`` samples, ``p`` the number of features the motion excites
+            (4 or 5). ``"exponential"`` is the textbook update (memory ``1 / (1 - lam)``,
+            winds up without excitation). The same update at ``lam = 1``.
 
     Examples:
         >>> import numpy as np
@@ -146,8 +151,10 @@ class ResidualDynamicsLearner:
         (2,)
     """
 
-    def __init__(self, model, lam: float = 1.0, delta: float = 1e6):
-        self._init(model, ResidualLearner(getattr(model, "model", model), lam=lam, delta=delta))
+    def __init__(self, model, lam: float = 1.0, delta: float = 1e6, forgetting: str = "directional"):
+        learner = ResidualLearner(getattr(model, "model", model), lam=lam, delta=delta, forgetting=forgetting)
+        self._init(model, learner)
+        self.forgetting = forgetting
         self.lam = lam
         self.delta = delta
 
@@ -214,8 +221,21 @@ class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
         drift_radius, drift_ref_mult, drift_k, drift_h, drift_two_sided, drift_reference:
             the CUSUM trigger (see :class:`dense_armor.drift.CUSUM`).
         detector_warmup: samples learned before the trigger is fed.
-        trigger: ``"hampel"`` (default) or ``"cusum"``.
+        trigger: ``"hampel"`` (default), ``"cusum"`` or ``"innovation"``: a CUSUM on the
+            normalised innovation squared against a noise level learned from the learner's own
+            prior errors, armed once that estimate has converged
+            (:class:`dense_armor.drift.Innovation`). It is the trigger that works on the drift
+            benchmark (docs/benchmarks.md); Hampel and CUSUM are kept as documented.
         hampel_radius, hampel_n_sigmas: the Hampel trigger (:class:`dense_armor.drift.Hampel`).
+        innovation_k, innovation_h, innovation_min_samples, innovation_min_sigma: the
+            innovation trigger's allowance, threshold, noise samples before it arms, and noise
+            floor (N m).
+        reopen: on an alarm, add ``reopen * I`` to every joint's covariance (weights kept, see
+            :func:`dense_armor.rls.reopen`); ``None`` (default) means 10 with the innovation
+            trigger and 0 (no re-opening, the documented behaviour) with Hampel and CUSUM.
+        forgetting: ``"directional"`` (default; forgets only along the excited direction, so a
+            robot at rest cannot wind the covariance up) or ``"exponential"`` (the textbook
+            update). Both are the same update at ``lam = 1``.
 
     Examples:
         >>> import numpy as np
@@ -249,6 +269,12 @@ class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
         trigger: str = "hampel",
         hampel_radius: int = 20,
         hampel_n_sigmas: float = 3.0,
+        innovation_k: float = 3.0,
+        innovation_h: float = 40.0,
+        innovation_min_samples: int = 50,
+        innovation_min_sigma: float = 1e-4,
+        reopen: Optional[float] = None,
+        forgetting: str = "directional",
     ):
         if trigger == "hampel":
             detector = Hampel(radius=hampel_radius, n_sigmas=hampel_n_sigmas)
@@ -257,16 +283,25 @@ class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
                 radius=drift_radius, ref_mult=drift_ref_mult, k=drift_k, h=drift_h,
                 two_sided=drift_two_sided, reference=drift_reference,
             )
+        elif trigger == "innovation":
+            detector = Innovation(
+                k=innovation_k, h=innovation_h, min_samples=innovation_min_samples,
+                min_sigma=innovation_min_sigma,
+            )
         else:
-            raise ValueError(f"trigger must be 'hampel' or 'cusum', got {trigger!r}")
+            raise ValueError(f"trigger must be 'hampel', 'cusum' or 'innovation', got {trigger!r}")
+        if reopen is None:
+            reopen = 10.0 if trigger == "innovation" else 0.0
         learner = ResidualLearner(
             getattr(model, "model", model), lam=lam, delta=delta, detector=detector,
             fast_lam=fast_lam, warmup_steps=warmup_steps, detector_warmup=detector_warmup,
+            reopen=reopen, forgetting=forgetting,
         )
         self._init(model, learner)
         self.lam, self.delta, self.fast_lam, self.warmup_steps = lam, delta, fast_lam, warmup_steps
         self.trigger = trigger
         self.detector_warmup = detector_warmup
+        self.reopen, self.forgetting = reopen, forgetting
 
     @property
     def drift_detected(self) -> bool:

@@ -1,0 +1,407 @@
+"""Tests for dense_armor.learners: the functional five-feature learner, its drift response,
+covariance wind-up, float32 precision, persistence and compilation."""
+
+from __future__ import annotations
+
+import chex
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dense_armor import attach_payload, learners, parse_urdf, rls
+from dense_armor.drift import CUSUM, Hampel, Innovation
+from dense_armor.dynamics import rnea
+from dense_armor.learners import LearnerState, ResidualLearner, Sample
+from dense_armor.robots import minimal_urdf
+
+jax.config.update("jax_enable_x64", True)
+
+NOMINAL = parse_urdf(minimal_urdf())
+CHANGED = parse_urdf(minimal_urdf(payload_mass=0.5))
+# The same arm in a vertical plane: gravity excites the g feature.
+VERTICAL = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))
+VERTICAL_CHANGED = parse_urdf(minimal_urdf(payload_mass=0.5), gravity=(0.0, -9.81, 0.0))
+
+_torques = jax.jit(jax.vmap(rnea, in_axes=(None, 0, 0, 0)))
+_replay_batch = jax.jit(jax.vmap(learners.replay, in_axes=(None, None, 0)))
+
+
+def _real(model, q, qd, qdd, scale=1.0):
+    """Torques of ``model`` plus the benchmark's friction (scaled), batched over leading dims."""
+    shape = q.shape
+    flat = [np.reshape(a, (-1, shape[-1])) for a in (q, qd, qdd)]
+    tau = np.asarray(_torques(model, *flat)).reshape(shape)
+    return tau + scale * (0.2 * qd + 0.1 * np.sign(qd))
+
+
+def _trajectory(seed, T, model=CHANGED, sigma=0.01, n=2):
+    X = np.random.default_rng(seed).uniform(-1, 1, (T, 3, n))
+    q, qd, qdd = X[:, 0], X[:, 1], X[:, 2]
+    true = _real(model, q, qd, qdd)
+    noise = sigma * np.random.default_rng(1000 + seed).standard_normal((T, n))
+    return Sample(q, qd, qdd, true + noise), true
+
+
+def _drift_batch(seeds, sigma=0.01, scale=1.0, T=400, change=200, n=2):
+    """SPEC section 4's drift benchmark: payload-free, then payload + friction from ``change``."""
+    X = np.stack([np.random.default_rng(s).uniform(-1, 1, (T, 3, n)) for s in seeds])
+    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
+    before = _real(NOMINAL, q, qd, qdd, scale=0.0)
+    after = before + scale * (_real(CHANGED, q, qd, qdd) - before)
+    true = np.where((np.arange(T) >= change)[None, :, None], after, before)
+    noise = np.stack([sigma * np.random.default_rng(1000 + s).standard_normal((T, n)) for s in seeds])
+    return Sample(q, qd, qdd, true + noise), true
+
+
+def _innovation_learner(**kw):
+    kw = {"lam": 1.0, "detector": Innovation(), "reopen": 10.0, "fast_lam": 1.0, "warmup_steps": 0} | kw
+    return ResidualLearner(NOMINAL, **kw)
+
+
+def _at(tree, i):
+    return jax.tree.map(lambda a: a[i], tree)
+
+
+# --- functional shape ----------------------------------------------------------------
+
+
+def test_replay_equals_python_loop_of_jitted_steps():
+    """Same step, same numbers: lax.scan replay == a Python loop of the jitted step, with a
+    drift alarm, the covariance re-opened and a NaN sample on the way."""
+    learner = _innovation_learner()
+    traj, _ = _drift_batch([3], T=260)
+    traj = _at(traj, 0)
+    tau = traj.tau.copy()
+    tau[120, 1] = np.nan
+    traj = traj._replace(tau=tau)
+    final, outs = learners.replay(learner, learner.init(jnp.float64), traj)
+    state = learner.init(jnp.float64)
+    for t in range(traj.q.shape[0]):
+        state, out = learners.step(learner, state, _at(traj, t))
+        chex.assert_trees_all_close(_at(outs, t), out, rtol=1e-12, atol=1e-12)
+    chex.assert_trees_all_close(final, state, rtol=1e-12, atol=1e-12)
+    assert int(final.alarms) >= 1 and int(final.rejected) == 1
+    assert bool(np.asarray(outs.alarm)[200])
+
+
+def test_vmap_over_learners_with_different_payload_models_equals_loop():
+    masses = np.linspace(0.0, 0.7, 8)
+    batch = [ResidualLearner(attach_payload(NOMINAL, "link2", m), lam=0.99) for m in masses]
+    stacked = jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(x) for x in leaves]), *batch)
+    traj, _ = _trajectory(0, 60)
+    state0 = batch[0].init(jnp.float64)
+    run = jax.jit(jax.vmap(learners.replay, in_axes=(0, None, None)))
+    finals, outs = run(stacked, state0, traj)
+    for i, learner in enumerate(batch):
+        final, out = learners.replay(learner, state0, traj)
+        chex.assert_trees_all_close(_at(finals, i), final, rtol=1e-10, atol=1e-12)
+        chex.assert_trees_all_close(_at(outs, i), out, rtol=1e-10, atol=1e-12)
+    # The payload really differs: the nominal torques do.
+    assert np.ptp(np.asarray(outs.nominal)[:, 5, 0]) > 0.01
+
+
+@pytest.mark.parametrize("model", [NOMINAL, VERTICAL], ids=["planar", "vertical"])
+def test_lam1_learner_equals_batch_least_squares_per_joint(model):
+    """With lam = 1 the weights are the ridge solution ``(X'X + I / delta)^-1 X'y`` exactly (the
+    RLS prior), and with a large delta the least-squares fit."""
+    delta = 1e6
+    learner = ResidualLearner(model, lam=1.0, delta=delta)
+    traj, _ = _trajectory(1, 80, model=VERTICAL_CHANGED if model is VERTICAL else CHANGED)
+    final, _ = learners.replay(learner, learner.init(jnp.float64), traj)
+    X, nominal = jax.vmap(lambda q, qd, qdd: learner.features(q, qd, qdd, jnp.float64))(traj.q, traj.qd, traj.qdd)
+    X, y = np.asarray(X), np.asarray(traj.tau - nominal)
+    for j in range(model.n):
+        A = X[:, j]
+        ridge = np.linalg.solve(A.T @ A + np.eye(5) / delta, A.T @ y[:, j])
+        np.testing.assert_allclose(final.rls.w[j], ridge, rtol=1e-7, atol=1e-9)
+        if model is VERTICAL:  # full rank: the least-squares fit
+            lsq = np.linalg.lstsq(A, y[:, j], rcond=None)[0]
+            np.testing.assert_allclose(final.rls.w[j], lsq, rtol=1e-5, atol=1e-6)
+
+
+def test_directional_forgetting_is_the_textbook_update_at_lam1():
+    traj, _ = _trajectory(2, 50)
+    a = ResidualLearner(NOMINAL, lam=1.0)
+    b = ResidualLearner(NOMINAL, lam=1.0, forgetting="exponential")
+    fa, oa = learners.replay(a, a.init(jnp.float64), traj)
+    fb, ob = learners.replay(b, b.init(jnp.float64), traj)
+    chex.assert_trees_all_equal(fa, fb)
+    chex.assert_trees_all_equal(oa, ob)
+
+
+def test_non_finite_sample_is_skipped():
+    learner = _innovation_learner()
+    traj, _ = _trajectory(4, 80)
+    state, _ = learners.replay(learner, learner.init(jnp.float64), traj)
+    good = _at(traj, 3)
+    for field, value in (("q", np.nan), ("qd", np.inf), ("qdd", -np.inf), ("tau", np.nan)):
+        arr = np.array(getattr(good, field))
+        arr[1] = value
+        new, out = learners.step(learner, state, good._replace(**{field: arr}))
+        chex.assert_trees_all_equal(new._replace(rejected=state.rejected), state)
+        assert int(new.rejected) == int(state.rejected) + 1
+        assert np.isnan(out.prediction).all() and np.isnan(out.error).all() and np.isnan(out.nominal).all()
+        assert not bool(out.accepted) and not bool(out.alarm)
+    # The next good sample is learned as if nothing had happened.
+    s1, o1 = learners.step(learner, new, good)
+    s2, o2 = learners.step(learner, state, good)
+    chex.assert_trees_all_equal(o1, o2)
+    chex.assert_trees_all_equal(s1.rls, s2.rls)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lam": 0.0}, {"lam": -0.1}, {"lam": 1.5}, {"delta": 0.0}, {"delta": -1.0},
+        {"fast_lam": 0.0}, {"fast_lam": 1.01}, {"reopen": -1.0}, {"forgetting": "sometimes"},
+    ],
+)
+def test_invalid_hyperparameters_raise(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        ResidualLearner(NOMINAL, **kwargs)
+
+
+@pytest.mark.parametrize("field", ["q", "qd", "qdd", "tau"])
+def test_wrong_length_raises_naming_the_argument(field):
+    learner = ResidualLearner(NOMINAL)
+    sample = Sample(*(np.zeros(2) for _ in range(4)))
+    bad = sample._replace(**{field: np.zeros(3)})
+    with pytest.raises(ValueError, match=rf"{field}: expected shape \(2,\)"):
+        learners.step(learner, learner.init(jnp.float64), bad)
+    if field != "tau":
+        with pytest.raises(ValueError, match=rf"{field}: expected shape \(2,\)"):
+            learners.predict(learner, learner.init(jnp.float64), *bad[:3])
+
+
+def test_step_compiles_once_across_calls_and_across_parses_of_one_urdf():
+    """Hyperparameters are leaves and the topology is static and hashable: new values, and a
+    learner built from a second parse of the same URDF, reuse the compiled step."""
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def traced_step(learner, state, sample):
+        return learner.step(state, sample)
+
+    a = ResidualLearner(parse_urdf(minimal_urdf()), lam=0.99, detector=Innovation(), reopen=10.0)
+    b = ResidualLearner(parse_urdf(minimal_urdf()), lam=0.95, detector=Innovation(h=30.0), reopen=3.0)
+    traj, _ = _trajectory(5, 6)
+    before = learners.step._cache_size()
+    for learner in (a, b):
+        state = learner.init(jnp.float64)
+        for t in range(3):
+            state, _ = traced_step(learner, state, _at(traj, t))
+            state, _ = learners.step(learner, state, _at(traj, t + 3))
+    assert learners.step._cache_size() - before <= 1
+    chex.clear_trace_counter()
+
+
+def test_save_load_is_bit_exact(tmp_path):
+    learner = _innovation_learner(lam=0.99)
+    traj, _ = _drift_batch([6], T=240)
+    traj = _at(traj, 0)
+    state, _ = learners.replay(learner, learner.init(jnp.float64), _at(traj, slice(0, 220)))
+    learners.save_state(tmp_path / "state.npz", state)
+    loaded = learners.load_state(tmp_path / "state.npz", learner.init(jnp.float64))
+    chex.assert_trees_all_equal(loaded, state)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(state)):
+        assert a.dtype == b.dtype
+    rest = _at(traj, slice(220, 240))
+    chex.assert_trees_all_equal(
+        learners.replay(learner, loaded, rest), learners.replay(learner, state, rest)
+    )
+    with pytest.raises(ValueError):
+        learners.load_state(tmp_path / "state.npz", ResidualLearner(NOMINAL).init(jnp.float64))
+
+
+class _AlarmAt(eqx.Module):
+    """A test detector: alarms (joint 0) when it has been fed ``at`` values."""
+
+    at: int = eqx.field(static=True)
+
+    def init(self, n, dtype=None):
+        return jnp.zeros((), jnp.int32)
+
+    def step(self, state, z, valid=True):
+        alarm = jnp.zeros(z.shape, bool).at[0].set((state == self.at) & valid)
+        return state + jnp.asarray(valid, jnp.int32), alarm
+
+
+@pytest.mark.parametrize("warmup_steps", [0, 1, 5])
+def test_fast_forgetting_lasts_exactly_warmup_steps_samples(warmup_steps):
+    """The alarmed sample and the next warmup_steps - 1 are learned with fast_lam, then lam."""
+    at, lam, fast = 10, 0.99, 0.8
+    learner = ResidualLearner(
+        NOMINAL, lam=lam, detector=_AlarmAt(at), fast_lam=fast, warmup_steps=warmup_steps,
+        forgetting="exponential",
+    )
+    traj, _ = _trajectory(7, 25)
+    final, outs = learners.replay(learner, learner.init(jnp.float64), traj)
+    assert np.flatnonzero(np.asarray(outs.alarm)).tolist() == [at]
+    # Reference: the plain RLS with the expected forgetting factor per sample.
+    def reference(fast_samples):
+        state = ResidualLearner(NOMINAL).init(jnp.float64).rls
+        for t in range(25):
+            x, nominal = learner.features(traj.q[t], traj.qd[t], traj.qdd[t], jnp.float64)
+            state = rls.update(state, x, traj.tau[t] - nominal, fast if t in fast_samples else lam)
+        return state
+
+    exact = reference(range(at, at + warmup_steps))
+    chex.assert_trees_all_close(final.rls, exact, rtol=1e-8, atol=1e-9)
+    # One sample more of fast forgetting would be visible at that tolerance.
+    longer = reference(range(at, at + warmup_steps + 1))
+    assert np.abs(np.asarray(longer.w) - np.asarray(final.rls.w)).max() > 1e-6
+    assert int(final.countdown) == 0
+
+
+def test_reopen_keeps_the_weights_and_adds_to_the_covariance():
+    learner = ResidualLearner(NOMINAL, lam=1.0, detector=_AlarmAt(30), reopen=7.0, fast_lam=1.0)
+    traj, _ = _trajectory(8, 31)
+    before, _ = learners.replay(learner, learner.init(jnp.float64), _at(traj, slice(0, 30)))
+    after, out = learners.step(learner, before, _at(traj, 30))
+    assert bool(out.alarm)
+    reopened = rls.reopen(before.rls, 7.0)
+    np.testing.assert_array_equal(reopened.w, before.rls.w)
+    x, nominal = learner.features(traj.q[30], traj.qd[30], traj.qdd[30], jnp.float64)
+    expected = rls.update(reopened, x, traj.tau[30] - nominal, 1.0)
+    chex.assert_trees_all_close(after.rls, expected, rtol=1e-12, atol=1e-14)
+
+
+# --- drift: the innovation trigger on the drift benchmark ------------------------------
+
+
+def _first(alarms, start=0):
+    hits = np.flatnonzero(alarms[start:])
+    return start + hits[0] if hits.size else -1
+
+
+def test_innovation_trigger_on_the_drift_benchmark():
+    """Seeds 0-19, sigma = 0.01 (SPEC section 4; the 200-seed check is benchmarks/drift.py):
+    no false alarm, detection at 200-202, RMSE 200-229 <= 0.31 on average, and the learner is
+    the lam = 1 learner until the change."""
+    traj, true = _drift_batch(range(20))
+    inn = _innovation_learner()
+    _, out = _replay_batch(inn, inn.init(jnp.float64), traj)
+    base = ResidualLearner(NOMINAL, lam=1.0)
+    _, out1 = _replay_batch(base, base.init(jnp.float64), traj)
+    alarm = np.asarray(out.alarm)
+    assert not alarm[:, :200].any()
+    first = np.array([_first(a, 200) for a in alarm])
+    assert ((first >= 200) & (first <= 202)).all(), first
+    err = np.asarray(out.prediction) - true
+    rmse = np.sqrt(np.mean(err[:, 200:230] ** 2, axis=(1, 2)))
+    assert rmse.mean() <= 0.31, rmse.mean()
+    np.testing.assert_array_equal(np.asarray(out.prediction)[:, :200], np.asarray(out1.prediction)[:, :200])
+    # Far better than fixed forgetting after the change (lam = 1 here: about 0.49).
+    err1 = np.asarray(out1.prediction) - true
+    assert rmse.mean() < 0.7 * np.sqrt(np.mean(err1[:, 200:230] ** 2, axis=(1, 2))).mean()
+
+
+def test_innovation_trigger_detects_a_tenth_of_the_change_within_10_samples():
+    traj, _ = _drift_batch(range(50), scale=0.1)
+    inn = _innovation_learner()
+    _, out = _replay_batch(inn, inn.init(jnp.float64), traj)
+    alarm = np.asarray(out.alarm)
+    assert not alarm[:, :200].any()
+    delay = np.array([_first(a, 200) for a in alarm]) - 200
+    assert ((delay >= 0) & (delay <= 10)).all(), delay
+
+
+def test_innovation_trigger_stays_quiet_on_a_long_unchanging_run():
+    """20 seeds x 3000 samples of one regime, lam = 0.99: the trigger never fires."""
+    inn = _innovation_learner(lam=0.99)
+    trajs = [_trajectory(s, 3000, model=NOMINAL)[0] for s in range(20)]
+    batch = jax.tree.map(lambda *a: np.stack(a), *trajs)
+    final, out = _replay_batch(inn, inn.init(jnp.float64), batch)
+    assert not np.asarray(out.alarm).any()
+    assert (np.asarray(final.detector.weight) > 400).all()  # armed all along
+
+
+# --- covariance wind-up (issue 4, part 3) -----------------------------------------------
+
+
+def _windup_batch(seeds, sigma=0.01, moving=200, rest=2000, n=2):
+    out = []
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        a, b = rng.uniform(-1, 1, (moving, 3, n)), rng.uniform(-1, 1, (moving, 3, n))
+        still = np.zeros((rest, 3, n))
+        still[:, 0] = a[-1, 0]  # q held, qd = qdd = 0
+        out.append(np.concatenate([a, still, b]))
+    X = np.stack(out)
+    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
+    true = _real(CHANGED, q, qd, qdd)
+    noise = np.stack([sigma * np.random.default_rng(1000 + s).standard_normal(true.shape[1:]) for s in seeds])
+    return Sample(q, qd, qdd, true + noise), true
+
+
+@jax.jit
+def _replay_P(learner, state, batch):
+    def one(traj):
+        def body(s, sample):
+            s, o = learner.step(s, sample)
+            return s, (o.prediction, s.rls.P)
+
+        return jax.lax.scan(body, state, traj)[1]
+
+    return jax.vmap(one)(batch)
+
+
+def test_no_covariance_windup_at_rest_by_default():
+    """200 exciting samples, 2000 at rest, 200 exciting; lam = 0.95; 20 seeds. The covariance
+    block of the excited features stays bounded and the error after motion resumes is what it
+    is without the rest (the textbook update: trace ~1e44 and errors of tens of N m)."""
+    batch, true = _windup_batch(range(20))
+    excited = np.array([0, 1, 2, 4])  # qdd, qd, sign(qd), bias; g is 0 on the planar arm
+    results = {}
+    for forgetting in ("directional", "exponential"):
+        learner = ResidualLearner(NOMINAL, lam=0.95, forgetting=forgetting)
+        pred, P = (np.asarray(a) for a in _replay_P(learner, learner.init(jnp.float64), batch))
+        block = P[..., excited[:, None], excited[None, :]]
+        trace = np.trace(block, axis1=-2, axis2=-1)  # (seeds, T, joints)
+        err = (pred - true)[:, 2200:2250]
+        results[forgetting] = trace, err
+    trace, err = results["directional"]
+    assert np.isfinite(trace).all()
+    assert trace[:, 50:].max() <= 1.0, trace[:, 50:].max()  # after the prior has washed out
+    assert trace[:, 200:2200].max() <= trace[:, 150:200].max()  # rest never inflates it
+    per_seed = np.sqrt(np.mean(err**2, axis=(1, 2)))
+    assert per_seed.max() <= 0.55, per_seed.max()
+    assert np.abs(err).max() <= 1.0  # the five-feature model's own misfit, no blow-up
+    trace_exp, err_exp = results["exponential"]
+    assert trace_exp[:, 2199].min() > 1e30 and np.abs(err_exp).max() > 5.0  # the protocol bites
+
+
+# --- precision (issue 4, part 4) --------------------------------------------------------
+
+
+@jax.jit
+def _replay_outputs_P(learner, state, traj):
+    def body(s, sample):
+        s, o = learner.step(s, sample)
+        return s, (o.prediction, s.rls.P)
+
+    return jax.lax.scan(body, state, traj)[1]
+
+
+@pytest.mark.parametrize("delta,tolerance", [(1e6, 2e-3), (1e3, 1e-4)])
+def test_float32_tracks_float64_over_1e5_samples(delta, tolerance):
+    """lam = 0.99, 10^5 samples, the vertical arm (all five features excited), textbook
+    covariance form with the default directional forgetting: float32 stays finite, P exactly
+    symmetric and PSD, and after the first 1000 samples the predictions stay within
+    ``tolerance`` N m of float64's (2e-3 with delta = 1e6, 1e-4 with delta = 1e3)."""
+    T = 100_000
+    traj, _ = _trajectory(9, T, model=VERTICAL_CHANGED)
+    nominal = ResidualLearner(VERTICAL, lam=0.99, delta=delta)
+    p64, _ = _replay_outputs_P(nominal, nominal.init(jnp.float64), traj)
+    traj32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), traj)
+    p32, P32 = _replay_outputs_P(nominal, nominal.init(jnp.float32), traj32)
+    assert p32.dtype == jnp.float32 and P32.dtype == jnp.float32
+    p32, P32 = np.asarray(p32, np.float64), np.asarray(P32)
+    assert np.isfinite(p32).all() and np.isfinite(P32).all()
+    np.testing.assert_array_equal(P32, np.swapaxes(P32, -1, -2))
+    eig = np.linalg.eigvalsh(P32[::10].astype(np.float64))
+    assert (eig.min(-1) >= -1e-6 * eig.max(-1)).all(), (eig.min(-1) / eig.max(-1)).min()
+    diff = np.abs(p32 - np.asarray(p64))
+    assert diff[1000:].max() <= tolerance, diff[1000:].max()
