@@ -171,8 +171,6 @@ def test_duplicate_link_names(tmp_path):
     assert_refused(xml, tmp_path, "l1")
 
 
-@pytest.mark.xfail(strict=True, reason="core accepts duplicate joint names (parents come out "
-                   "(-1, 1): joint 1 its own parent); reported, remove this marker with the fix")
 def test_duplicate_joint_names(tmp_path):
     # urdfdom refuses this too; silently keeping both would give two coordinates one name
     xml = robot('<link name="base"/>', link("l1"), link("l2"), joint("j1", "base", "l1"), joint("j1", "l1", "l2"))

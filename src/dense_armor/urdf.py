@@ -69,6 +69,9 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY) -> Model:
             raise URDFError(f"{where}: link {name!r} is defined twice")
         links[name] = ctx.link_inertia(el, name)
     joints = [ctx.joint(el, links) for el in root.findall("joint")]
+    names = [j.name for j in joints]
+    for name in {n for n in names if names.count(n) > 1}:
+        raise URDFError(f"{where}: joint {name!r} is defined twice")
     if not links:
         raise URDFError(f"{where}: the robot has no <link>")
     return _build(root.get("name", ""), links, joints, np.asarray(gravity, float), where)
@@ -198,7 +201,7 @@ def _build(name, links, joints, gravity, where) -> Model:
     for joint in joints:
         children[joint.parent].append(joint)
 
-    order = []  # joints depth-first, children in file order (Pinocchio's order)
+    order = []  # joints depth-first, siblings in file order (Pinocchio sorts siblings by name)
     stack = list(reversed(children[roots[0]]))
     while stack:
         joint = stack.pop()
