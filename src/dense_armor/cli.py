@@ -34,7 +34,7 @@ from dense_armor.urdf import URDFError, parse_urdf
 
 PROG = "dense-armor"
 LEARNERS = ("five-feature", "drift-aware", "payload")
-TRIGGERS = ("hampel", "cusum")
+TRIGGERS = ("hampel", "cusum")  # plus "innovation" where dense_armor.drift has it
 
 
 class UserError(Exception):
@@ -125,28 +125,41 @@ def _trigger_choices() -> tuple[str, ...]:
     return TRIGGERS + (("innovation",) if hasattr(drift, "Innovation") else ())
 
 
-def _detector(trigger: str, args):
-    """A drift detector by the documented trigger name."""
+def _default_trigger() -> str:
+    return "innovation" if "innovation" in _trigger_choices() else "hampel"
+
+
+def _detector(args):
+    """The drift detector named by ``--trigger``, with its options (the documented defaults)."""
     from dense_armor import drift
 
-    if trigger == "hampel":
+    if args.trigger == "hampel":
         return drift.Hampel(radius=args.hampel_radius, n_sigmas=args.hampel_n_sigmas)
-    if trigger == "cusum":
+    if args.trigger == "cusum":
         return drift.CUSUM(radius=args.drift_radius, ref_mult=args.drift_ref_mult, k=args.drift_k, h=args.drift_h)
-    if trigger == "innovation" and hasattr(drift, "Innovation"):
-        return drift.Innovation()
-    raise UserError(f"unknown trigger {trigger!r}; choose one of {', '.join(_trigger_choices())}")
+    return drift.Innovation(
+        k=args.innovation_k, h=args.innovation_h, min_samples=args.innovation_min_samples,
+        min_sigma=args.innovation_min_sigma,
+    )
+
+
+def _reopen(args) -> float:
+    """``--reopen``, defaulting as the documented wrapper does: 10 with the innovation trigger, else 0."""
+    if args.reopen is not None:
+        return args.reopen
+    return 10.0 if args.trigger == "innovation" else 0.0
 
 
 def build_learner(kind: str, model, args):
     """The learner ``kind`` (one of :data:`LEARNERS`) on ``model`` with the parsed options."""
     lam = args.lam
     if kind == "five-feature":
-        return learners.ResidualLearner(model, lam=lam, delta=args.delta)
+        return learners.ResidualLearner(model, lam=lam, delta=args.delta, forgetting=args.forgetting)
     if kind == "drift-aware":
         return learners.ResidualLearner(
-            model, lam=lam, delta=args.delta, detector=_detector(args.trigger, args),
-            fast_lam=args.fast_lam, warmup_steps=args.warmup_steps, detector_warmup=args.detector_warmup,
+            model, lam=lam, delta=args.delta, detector=_detector(args), fast_lam=args.fast_lam,
+            warmup_steps=args.warmup_steps, detector_warmup=args.detector_warmup, reopen=_reopen(args),
+            forgetting=args.forgetting,
         )
     if kind == "payload":
         payload = _payload_module()
@@ -168,21 +181,32 @@ def _payload_report(learner, state) -> tuple[float, float] | None:
     return float(est.mass), float(est.mass_std)
 
 
-def _add_learner_options(p, default_lam: float, default_trigger: str = "hampel"):
+def _add_learner_options(p, default_lam: float):
+    trigger = _default_trigger()
     g = p.add_argument_group("learner options")
     g.add_argument("--lam", type=forgetting_factor, default=default_lam, help=f"forgetting factor in (0, 1] (default {default_lam})")
     g.add_argument("--delta", type=positive, default=1e6, help="initial covariance scale, P0 = delta I (default 1e6)")
-    g.add_argument("--trigger", choices=_trigger_choices(), default=default_trigger,
-                   help=f"drift trigger of the drift-aware learner (default {default_trigger})")
+    g.add_argument("--forgetting", choices=("directional", "exponential"), default="directional",
+                   help="forget only along excited directions (no wind-up), or the textbook update (default directional)")
+    g.add_argument("--trigger", choices=_trigger_choices(), default=trigger,
+                   help=f"drift trigger of the drift-aware learner (default {trigger})")
     g.add_argument("--fast-lam", type=forgetting_factor, default=0.9, help="forgetting factor after a drift alarm (default 0.9)")
     g.add_argument("--warmup-steps", type=natural, default=20, help="samples of --fast-lam after an alarm (default 20)")
+    g.add_argument("--reopen", type=nonnegative, default=None,
+                   help="on an alarm, add REOPEN * I to the covariance (default 10 with the innovation trigger, else 0)")
     g.add_argument("--detector-warmup", type=natural, default=0, help="samples learned before the trigger is fed (default 0)")
-    g.add_argument("--hampel-radius", type=count, default=20, help="Hampel window radius (default 20)")
-    g.add_argument("--hampel-n-sigmas", type=positive, default=3.0, help="Hampel threshold in robust sigmas (default 3)")
-    g.add_argument("--drift-radius", type=count, default=10, help="CUSUM window radius (default 10)")
-    g.add_argument("--drift-ref-mult", type=count, default=3, help="CUSUM reference window, in radii (default 3)")
-    g.add_argument("--drift-k", type=nonnegative, default=0.5, help="CUSUM allowance k (default 0.5)")
-    g.add_argument("--drift-h", type=positive, default=20.0, help="CUSUM threshold h (default 20)")
+    g.add_argument("--innovation-k", type=nonnegative, default=3.0, help="innovation trigger: allowance per sample (default 3)")
+    g.add_argument("--innovation-h", type=positive, default=40.0, help="innovation trigger: threshold (default 40)")
+    g.add_argument("--innovation-min-samples", type=count, default=50,
+                   help="innovation trigger: noise samples before it arms (default 50)")
+    g.add_argument("--innovation-min-sigma", type=nonnegative, default=1e-4,
+                   help="innovation trigger: noise floor, N m (default 1e-4)")
+    g.add_argument("--hampel-radius", type=count, default=20, help="Hampel trigger: window radius (default 20)")
+    g.add_argument("--hampel-n-sigmas", type=positive, default=3.0, help="Hampel trigger: threshold in robust sigmas (default 3)")
+    g.add_argument("--drift-radius", type=count, default=10, help="CUSUM trigger: window radius (default 10)")
+    g.add_argument("--drift-ref-mult", type=count, default=3, help="CUSUM trigger: reference window, in radii (default 3)")
+    g.add_argument("--drift-k", type=nonnegative, default=0.5, help="CUSUM trigger: allowance k (default 0.5)")
+    g.add_argument("--drift-h", type=positive, default=20.0, help="CUSUM trigger: threshold h (default 20)")
 
 
 def _alarm_text(alarm_times, limit=3) -> str:
