@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import learners, rls
+from dense_armor import learners, payload, rls
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel, as_float64
 from dense_armor.learners import FEATURE_NAMES, ResidualLearner, Sample, StepOutput
@@ -27,6 +27,7 @@ __all__ = [
     "CUSUMDriftDetector",
     "DriftAwareResidualDynamicsLearner",
     "HampelScorer",
+    "PayloadResidualDynamicsLearner",
     "RecursiveLeastSquares",
     "Regressor",
     "ResidualDynamicsLearner",
@@ -340,3 +341,108 @@ class CUSUMDriftDetector(_DriftDetector):
     def __init__(self, radius: int = 10, ref_mult: int = 3, k: float = 0.5, h: float = 20.0,
                  two_sided: bool = True, reference: str = "adaptive"):
         super().__init__(CUSUM(radius=radius, ref_mult=ref_mult, k=k, h=h, two_sided=two_sided, reference=reference))
+
+
+class PayloadResidualDynamicsLearner(ResidualDynamicsLearner):
+    """Online payload and friction learner: what the URDF misses, in physical terms.
+
+    Features: the joint-torque regressor columns of the body carrying ``link`` (the payload's
+    10 inertial parameters, shared by all joints) plus, per joint, viscous ``qd_j``, Coulomb
+    ``sign(qd_j)`` and offset columns; target ``tau - (M(q) qdd + C(q, qd) qd + g(q))``; one
+    RLS over the stacked joint equations (:class:`dense_armor.payload.PayloadLearner`).
+    :meth:`estimate` reports the payload's mass, centre of mass and inertia and the friction
+    coefficients with standard deviations, and flags what the data have not excited.
+
+    Args:
+        model: the nominal model (a :class:`RigidBodyModel` or a functional ``Model``).
+        link: the link carrying the payload; default the link of the last body. The estimate
+            is expressed in this link's frame.
+        lam: forgetting factor in (0, 1].
+        delta: prior covariance scale, ``P0 = delta I`` around ``w0 = 0``, > 0.
+        friction: ``True`` (viscous, Coulomb and offset per joint), ``False``, or a subset of
+            ``("viscous", "coulomb", "offset")``.
+        forgetting: ``"directional"`` (default: forgets only along excited directions, so a
+            robot at rest cannot wind the covariance up) or ``"exponential"`` (textbook).
+        trigger: ``None`` (default, no drift detection), ``"innovation"`` (the NIS CUSUM
+            against a learned noise level, :class:`dense_armor.drift.Innovation`), or the
+            documented ``"hampel"`` / ``"cusum"`` triggers, each with its default settings, on
+            the whitened prior error.
+        detector: a functional detector (``init(n, dtype)``, ``step(state, z, valid)``) to use
+            instead of ``trigger``'s.
+        reopen: on an alarm, add ``reopen * I`` to the covariance (weights kept); ``None``
+            (default) means 100 with the innovation trigger (on the drift benchmark that
+            re-learns as fast as a learner restarted at the change) and 0 with the others.
+        fast_lam, warmup_steps, detector_warmup: the response to an alarm, as in
+            :class:`DriftAwareResidualDynamicsLearner`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+        >>> from dense_armor.utility.learn.online_dynamics import (
+        ...     PayloadResidualDynamicsLearner, write_minimal_urdf,
+        ... )
+        >>> learner = PayloadResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf()))
+        >>> learner.weights.shape
+        (16,)
+    """
+
+    def __init__(
+        self,
+        model,
+        link: Optional[str] = None,
+        lam: float = 1.0,
+        delta: float = 1e6,
+        friction=True,
+        forgetting: str = "directional",
+        trigger: Optional[str] = None,
+        detector=None,
+        reopen: Optional[float] = None,
+        fast_lam: float = 0.9,
+        warmup_steps: int = 20,
+        detector_warmup: int = 0,
+    ):
+        detectors = {None: None, "innovation": Innovation, "hampel": Hampel, "cusum": CUSUM}
+        if trigger not in detectors:
+            raise ValueError(f"trigger must be None, 'innovation', 'hampel' or 'cusum', got {trigger!r}")
+        if detector is None and trigger is not None:
+            detector = detectors[trigger]()
+        if reopen is None:
+            reopen = 100.0 if trigger == "innovation" else 0.0
+        learner = payload.PayloadLearner(
+            getattr(model, "model", model), link, lam=lam, delta=delta, friction=friction,
+            forgetting=forgetting, detector=detector, reopen=reopen,
+            fast_lam=fast_lam, warmup_steps=warmup_steps, detector_warmup=detector_warmup,
+        )
+        self._init(model, learner)
+        self.link, self.friction, self.forgetting = learner.link, learner.friction, forgetting
+        self.lam, self.delta, self.fast_lam, self.warmup_steps = lam, delta, fast_lam, warmup_steps
+        self.trigger, self.reopen, self.detector_warmup = trigger, reopen, detector_warmup
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(p,) learned parameters, named by :attr:`parameter_names`."""
+        return np.asarray(self.state.rls.w)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Names of the weights: 10 payload parameters, then friction terms per joint."""
+        return self.learner.parameter_names
+
+    @property
+    def drift_detected(self) -> bool:
+        """Whether the last learned sample raised a drift alarm."""
+        last = getattr(self, "last", None)
+        return bool(last.alarm) if last is not None else False
+
+    def estimate(self, threshold: float = 1.0) -> payload.PayloadEstimate:
+        """The physical report (NumPy): mass, centre of mass, inertia about it, friction, each
+        with a standard deviation and an ``*_unexcited`` flag; see
+        :func:`dense_armor.payload.payload_estimate`."""
+        with jax.enable_x64(True):
+            report = payload.estimate(self.learner, self.state, np.float64(threshold))
+        return jax.tree.map(np.asarray, report)
+
+    def summary(self, threshold: float = 1.0) -> str:
+        """The estimate as a few lines of text, saying how many payload parameters the data
+        determine and which are still at the prior."""
+        return self.estimate(threshold).summary(self.link)

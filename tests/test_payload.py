@@ -1,0 +1,354 @@
+"""The payload learner: exact recovery, physical report, unexcited directions, no wind-up,
+and the functional contract (scan == loop, vmap == loop, NaN skipping, bit-exact save/load)."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dense_armor import attach_payload, learners, parse_urdf, payload_parameters
+from dense_armor.drift import CUSUM, Hampel, Innovation
+from dense_armor.dynamics import rnea
+from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+from dense_armor.learners import Sample
+from dense_armor.payload import PayloadLearner, _nominal_and_columns, estimate
+from dense_armor.robots import minimal_urdf
+from dense_armor.utility.learn.online_dynamics import PayloadResidualDynamicsLearner, write_minimal_urdf
+
+SIGMA = 0.01
+UNEXCITED_ON_PLANAR = [False, False, False, True, True, True, True, True, True, False]  # h_z, I_xx..I_yz
+
+_torques = jax.jit(jax.vmap(rnea, in_axes=(None, 0, 0, 0)))
+
+
+@jax.jit
+def _fit(learner, trajectory, test):
+    """Replay a trajectory, then the final state, held-out predictions and the report."""
+    state, outputs = learners.replay(learner, learner.init(jnp.float64), trajectory)
+    predictions = jax.vmap(lambda q, qd, qdd: learner.predict(state, q, qd, qdd))(*test)
+    return state, outputs, predictions, estimate(learner, state)
+
+
+_fit_batch = jax.jit(jax.vmap(_fit, in_axes=(None, 0, None)))
+
+
+@pytest.fixture(scope="module")
+def seed():
+    """The seed benchmark (SPEC section 4): nominal and real arm, 40 learning and 20 test samples."""
+    nominal, real = parse_urdf(minimal_urdf()), parse_urdf(minimal_urdf(payload_mass=0.5))
+    rng = np.random.default_rng(0)
+    train = rng.uniform(-1, 1, (40, 3, 2)).transpose(1, 0, 2)
+    test = rng.uniform(-1, 1, (20, 3, 2)).transpose(1, 0, 2)
+    return nominal, real, train, np.asarray(_torques(real, *train)), test, np.asarray(_torques(real, *test))
+
+
+def _learner(nominal, link=None, **kwargs):
+    """A learner whose leaves are JAX arrays, as the wrapper builds it (so compiles are shared)."""
+    return jax.tree.map(jnp.asarray, PayloadLearner(nominal, link, **kwargs))
+
+
+@pytest.fixture(scope="module")
+def fits(seed):
+    """One batched fit of the default learner: the seed benchmark noise-free (index 0), with
+    noise sigma = 0.01 from ``default_rng(1000 + k)`` (indices 1-20), and noise-free with
+    payloads of 0.1 and 2 kg instead of 0.5 (indices 21, 22)."""
+    nominal, _, train, tau, test, _ = seed
+    noise = SIGMA * np.stack([np.random.default_rng(1000 + k).standard_normal(tau.shape) for k in range(20)])
+    masses = np.array([0.1, 2.0])
+    reals = jax.vmap(lambda m: attach_payload(nominal, "link2", m))(masses)
+    others = jax.vmap(_torques, in_axes=(0, None, None, None))(reals, *train)
+    torques = np.concatenate([tau[None], tau + noise, np.asarray(others)])
+    trajectories = Sample(*(np.broadcast_to(a, (23, *a.shape)) for a in train), torques)
+    learner = _learner(nominal)
+    return learner, trajectories, _fit_batch(learner, trajectories, test)
+
+
+def _at(tree, k):
+    return jax.tree.map(lambda a: a[k], tree)
+
+
+def _rmse(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
+
+
+def test_seed_benchmark_noise_free_through_the_documented_api():
+    nominal = RigidBodyModel(write_minimal_urdf())
+    real = RigidBodyModel(write_minimal_urdf(payload_mass=0.5))
+    tau = lambda m, s: np.asarray(m.mass_matrix(s[0])) @ s[2] + np.asarray(m.bias_forces(s[0], s[1]))
+    learner, rng = PayloadResidualDynamicsLearner(nominal), np.random.default_rng(0)
+    for s in rng.uniform(-1, 1, (40, 3, 2)):
+        learner.learn_one(*s, tau(real, s))
+    test = rng.uniform(-1, 1, (20, 3, 2))
+    assert _rmse([tau(real, s) for s in test], [learner.predict_torque(*s) for s in test]) < 1e-7
+    report = learner.estimate()
+    assert abs(float(report.mass) - 0.5) < 1e-6
+    # The payload is a point mass added at link2's centre of mass (0.5, 0, 0): no own inertia.
+    np.testing.assert_allclose(report.com[:2], [0.5, 0.0], atol=1e-6)
+    assert abs(float(report.inertia[2, 2])) < 1e-6
+    assert int(report.identifiable) == 4
+    assert "4 of 10 inertial parameters identifiable" in learner.summary()
+
+
+def test_seed_benchmark_with_noise(seed, fits):
+    tau_test = seed[5]
+    _, _, (_, _, predictions, report) = fits
+    rmse = np.sqrt(np.mean((np.asarray(predictions[1:21]) - tau_test) ** 2, axis=(1, 2)))
+    # RMSE ~ sigma sqrt(p / rows) = 0.01 sqrt(10 / 80): <= 4e-3 on average over noise draws
+    # (measured mean 3.4e-3, worst 5.5e-3), against 0.193 for the five-feature learner noise-free.
+    assert rmse.mean() <= 4e-3 and rmse.max() < 6e-3
+    mass = np.asarray(report.mass[1:21])
+    np.testing.assert_array_less(np.abs(mass - 0.5), 0.02)
+    # The running noise estimate and the standard deviations are calibrated.
+    assert 0.008 < np.asarray(report.noise_std[1:21]).mean() < 0.012
+    z = (mass - 0.5) / np.asarray(report.mass_std[1:21])
+    assert np.sqrt(np.mean(z**2)) < 2.0
+
+
+def test_unexcited_directions_are_flagged_and_stay_at_the_prior(seed, fits):
+    learner, _, (states, _, _, reports) = fits
+    state, report = _at(states, 0), _at(reports, 0)
+    np.testing.assert_array_equal(report.parameters_unexcited, UNEXCITED_ON_PLANAR)
+    # At the prior: exactly zero.
+    np.testing.assert_array_equal(np.asarray(state.rls.w)[3:9], 0.0)
+    assert int(report.identifiable) == 4 and int(report.excited) == 4 + 6  # + 3 friction terms x 2 joints
+    assert not bool(report.mass_unexcited)
+    np.testing.assert_array_equal(report.com_unexcited, [False, False, True])
+    expected = np.ones((3, 3), bool)
+    expected[2, 2] = False  # only the inertia about z is excited on a planar arm
+    np.testing.assert_array_equal(report.inertia_unexcited, expected)
+    for term in ("viscous", "coulomb", "offset"):
+        assert not np.any(getattr(report, term + "_unexcited"))
+    text = report.summary("link2")
+    assert "4 of 10" in text and "m c_z, I_xx, I_xy, I_yy, I_xz, I_yz" in text
+    # Unexcited directions never reach the predictions: zeroing them changes nothing anywhere.
+    w = state.rls.w.at[3:9].set(0.0)
+    q = np.random.default_rng(7).uniform(-3, 3, (3, 2))
+    np.testing.assert_array_equal(
+        learners.predict(learner, state, *q), learners.predict(learner, state._replace(rls=state.rls._replace(w=w)), *q)
+    )
+
+
+def test_full_payload_in_a_tool_frame_behind_a_fixed_joint():
+    """A 3-joint spatial arm excites all 10 parameters; the payload sits on a tool link (fixed,
+    offset and rotated), so the learner must report it in the tool's frame."""
+    links = "".join(
+        f'<link name="l{i}"><inertial><origin xyz="0.1 0.02 0.05"/><mass value="1"/>'
+        f'<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.03"/></inertial></link>'
+        for i in (1, 2, 3)
+    )
+    joints = "".join(
+        f'<joint name="j{i}" type="revolute"><parent link="{parent}"/><child link="l{i}"/>'
+        f'<origin xyz="{xyz}"/><axis xyz="{axis}"/><limit lower="-3" upper="3" effort="10" velocity="10"/></joint>'
+        for i, parent, xyz, axis in ((1, "base", "0 0 0.2", "0 0 1"), (2, "l1", "0.3 0 0.05", "0 1 0"), (3, "l2", "0.3 0 0.05", "1 0 0"))
+    )
+    tool = '<link name="tool"/><joint name="tool_joint" type="fixed"><parent link="l3"/><child link="tool"/><origin xyz="0.1 0.02 0.05" rpy="0.3 -0.2 0.5"/></joint>'
+    xml = f'<robot name="arm"><link name="base"/>{links}{joints}{tool}</robot>'
+    nominal = parse_urdf(xml)
+    mass, com, inertia = 0.8, np.array([0.03, -0.02, 0.06]), np.array([[2e-3, 1e-4, -2e-4], [1e-4, 3e-3, 3e-4], [-2e-4, 3e-4, 4e-3]])
+    real = attach_payload(nominal, "tool", mass, com, inertia)
+
+    learner = PayloadLearner(nominal, "tool")
+    assert learner.body == 2 and learner.frame_transform is not None
+    # The frame map sends the tool-frame parameters to what attach_payload adds to the body.
+    np.testing.assert_allclose(
+        learner.frame_transform @ np.asarray(payload_parameters(mass, com, inertia)),
+        np.asarray(real.inertia[2]) - np.asarray(nominal.inertia[2]), atol=1e-15,
+    )
+    states = np.random.default_rng(3).uniform(-1, 1, (3, 40, 3))
+    q, qd, qdd = states[:, 0]
+    # The learner's one-pass nominal torque and body columns against Pinocchio.
+    pin = pytest.importorskip("pinocchio")
+    pmodel = pin.buildModelFromXML(xml)
+    pmodel.gravity.linear = np.array([0.0, 0.0, -9.81])
+    pdata = pmodel.createData()
+    tau, columns = jax.jit(_nominal_and_columns, static_argnums=(4, 5))(nominal, q, qd, qdd, 2, jnp.float64)
+    np.testing.assert_allclose(columns, pin.computeJointTorqueRegressor(pmodel, pdata, q, qd, qdd)[:, 20:], atol=1e-12)
+    np.testing.assert_allclose(tau, pin.rnea(pmodel, pdata, q, qd, qdd), atol=1e-12)
+
+    _, _, _, report = _fit(learner, Sample(*states, _torques(real, *states)), states[:, :5])
+    assert int(report.identifiable) == 10 and not np.any(report.parameters_unexcited)
+    assert abs(float(report.mass) - mass) < 1e-6
+    np.testing.assert_allclose(report.com, com, atol=1e-6)
+    np.testing.assert_allclose(report.inertia, inertia, atol=1e-6)
+    np.testing.assert_allclose(report.viscous, 0.0, atol=1e-6)
+
+
+def test_scan_replay_equals_a_loop_of_steps(seed):
+    nominal, _, train, tau, _, _ = seed
+    learner = _learner(nominal, lam=0.97)
+    state = learner.init(jnp.float64)
+    outputs = []
+    for t in range(40):
+        state, out = learners.step(learner, state, Sample(*(a[t] for a in train), tau[t]))
+        outputs.append(out)
+    final, replayed = learners.replay(learner, learner.init(jnp.float64), Sample(*train, tau))
+    # P falls from 1e6 to 1e-2 in a few samples: rounding differences of the two compilations
+    # are amplified by about 1e8 there.
+    chex.assert_trees_all_close(final, state, rtol=1e-6, atol=1e-10)
+    chex.assert_trees_all_close(replayed, jax.tree.map(lambda *xs: jnp.stack(xs), *outputs), rtol=1e-6, atol=1e-10)
+
+
+def test_vmap_over_payload_masses_and_over_learners_equals_a_loop(seed, fits):
+    test = seed[4]
+    learner, trajectories, (states, _, predictions, reports) = fits
+    for k in (0, 5, 21, 22):
+        state, _ = learners.replay(learner, learner.init(jnp.float64), _at(trajectories, k))
+        chex.assert_trees_all_close(_at(states, k), state, rtol=1e-6, atol=1e-10)
+        prediction = [learners.predict(learner, state, *(a[t] for a in test)) for t in range(3)]
+        chex.assert_trees_all_close(predictions[k][:3], jnp.stack(prediction), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(reports.mass)[[0, 21, 22]], [0.5, 0.1, 2.0], atol=1e-6)
+
+    # A batch of learners (a sweep over lam) is a vmap, not a recompile per value.
+    lams = jnp.array([1.0, 0.98, 0.9])
+    batch = jax.vmap(lambda lam: PayloadLearner(seed[0], lam=lam))(lams)
+    one_run = _at(trajectories, 1)
+    states = jax.jit(jax.vmap(lambda l: learners.replay(l, l.init(jnp.float64), one_run)[0]))(batch)
+    for k in range(3):
+        one = learners.replay(_learner(seed[0], lam=lams[k]), learner.init(jnp.float64), one_run)[0]
+        chex.assert_trees_all_close(_at(states, k), one, rtol=1e-6, atol=1e-10)
+
+
+def test_nan_sample_is_skipped(seed):
+    nominal, _, train, tau, _, _ = seed
+    learner = _learner(nominal, lam=0.97)
+    state = learner.init(jnp.float64)
+    for t in range(5):
+        state, _ = learners.step(learner, state, Sample(*(a[t] for a in train), tau[t]))
+    for bad in (Sample(train[0][5], train[1][5] * np.nan, train[2][5], tau[5]), Sample(train[0][5], train[1][5], train[2][5], np.array([np.inf, 0.0]))):
+        new, out = learners.step(learner, state, bad)
+        chex.assert_trees_all_equal(new._replace(rejected=state.rejected), state)
+        assert int(new.rejected) == int(state.rejected) + 1 and not bool(out.accepted)
+        assert np.all(np.isnan(out.prediction)) and np.all(np.isnan(out.error))
+        state = new
+    chex.assert_tree_all_finite(state.rls)
+
+
+@jax.jit
+def _windup(learner, s, tau, truth):
+    """Prequential errors against the noise-free torque, and P at the end of the rest."""
+
+    def body(state, x):
+        state, out = learner.step(state, Sample(*x[:4]))
+        return state, out.prediction - x[4]
+
+    data = (*s, tau, truth)
+    state, before = jax.lax.scan(body, learner.init(jnp.float64), jax.tree.map(lambda a: a[:2200], data))
+    _, after = jax.lax.scan(body, state, jax.tree.map(lambda a: a[2200:], data))
+    return jnp.concatenate([before, after]), state.rls.P
+
+
+def test_no_covariance_windup_at_rest(seed):
+    """Issue protocol (as benchmarks/drift.py): 200 exciting samples, 2000 at rest (q held,
+    qd = qdd = 0), 200 exciting; the real robot carries the payload plus viscous 0.2 qd and
+    Coulomb 0.1 sign(qd) friction; sigma = 0.01; seeds 0-19."""
+    nominal, real = seed[0], seed[1]
+    runs = []
+    for k in range(20):
+        rng = np.random.default_rng(k)
+        a, b = rng.uniform(-1, 1, (2, 200, 3, 2))
+        rest = np.zeros((2000, 3, 2))
+        rest[:, 0] = a[-1, 0]
+        s = np.concatenate([a, rest, b]).transpose(1, 0, 2)
+        truth = np.asarray(_torques(real, *s)) + 0.2 * s[1] + 0.1 * np.sign(s[1])
+        runs.append((s, truth + SIGMA * np.random.default_rng(1000 + k).standard_normal(truth.shape), truth))
+    s, tau, truth = (np.stack(x) for x in zip(*runs))
+    lams = jnp.array([0.95, 0.98])
+    batch = jax.vmap(lambda lam: PayloadLearner(nominal, lam=lam))(lams)
+    error, P = jax.vmap(jax.vmap(_windup, in_axes=(None, 0, 0, 0)), in_axes=(0, None, None, None))(batch, s, tau, truth)
+    error, P = np.asarray(error), np.asarray(P)
+    chex.assert_tree_all_finite((error, P))
+    excited = [0, 1, 2, 9, *range(10, 16)]
+    block = P[..., excited, :][..., excited]
+    assert np.trace(block, axis1=-2, axis2=-1).max() <= 1.0  # bounded (the textbook update: 1e44)
+    # The unexcited directions keep their prior covariance exactly: nothing to wind up.
+    np.testing.assert_array_equal(P[..., 3:9, 3:9], np.broadcast_to(1e6 * np.eye(6), P[..., 3:9, 3:9].shape))
+    worst = np.abs(error[:, :, 2200:2250]).max(axis=(1, 2, 3))
+    # Issue target 0.01 N m: met at lam = 0.98 (measured 0.0073); at lam = 0.95 (a 20-sample
+    # memory) the worst of the 20 seeds is 0.0103, 19 seeds <= 0.0087; the textbook update: 20 N m.
+    assert worst[1] <= 0.01 and worst[0] < 0.011
+
+
+def test_save_and_load_are_bit_exact(seed, tmp_path):
+    nominal, _, train, tau, _, _ = seed
+    learner = PayloadResidualDynamicsLearner(nominal, lam=0.99)
+    learner.learn_many(*train, tau)
+    learner.save(tmp_path / "payload.npz")
+    restored = PayloadResidualDynamicsLearner(nominal, lam=0.99).load(tmp_path / "payload.npz")
+    chex.assert_trees_all_equal(restored.state, learner.state)
+    q = train[0][0], train[1][0], train[2][0]
+    np.testing.assert_array_equal(restored.predict_torque(*q), learner.predict_torque(*q))
+    with pytest.raises(ValueError, match="expected"):
+        PayloadResidualDynamicsLearner(nominal, friction=False).load(tmp_path / "payload.npz")
+
+
+@pytest.mark.parametrize("detector", [Hampel(), CUSUM()])
+def test_any_detector_with_the_init_step_interface(seed, detector):
+    nominal, _, train, tau, _, _ = seed
+    learner = PayloadLearner(nominal, lam=0.99, detector=detector)
+    state, outputs = learners.replay(learner, learner.init(jnp.float64), Sample(*train, tau + 0.0))
+    assert int(state.alarms) == int(np.sum(outputs.alarm))
+    chex.assert_tree_all_finite(state.rls)
+
+
+@jax.jit
+def _drift(learner, trajectories):
+    states, outputs = jax.vmap(lambda t: learners.replay(learner, learner.init(jnp.float64), t))(trajectories)
+    return outputs.prediction, outputs.alarm, jax.vmap(lambda s: estimate(learner, s))(states)
+
+
+def test_innovation_trigger_on_the_drift_benchmark(seed):
+    """SPEC drift benchmark, seeds 0-9 (benchmarks/drift.py runs 0-199): payload and friction
+    appear at sample 200; the innovation trigger fires there, the covariance re-opens."""
+    nominal, real = seed[0], seed[1]
+    states = np.stack([np.random.default_rng(k).uniform(-1, 1, (400, 3, 2)) for k in range(10)])
+    q, qd, qdd = states[:, :, 0], states[:, :, 1], states[:, :, 2]
+    before = np.asarray(jax.vmap(_torques, in_axes=(None, 0, 0, 0))(nominal, q, qd, qdd))
+    after = np.asarray(jax.vmap(_torques, in_axes=(None, 0, 0, 0))(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
+    true = np.where((np.arange(400) >= 200)[None, :, None], after, before)
+    noise = np.stack([SIGMA * np.random.default_rng(1000 + k).standard_normal((400, 2)) for k in range(10)])
+    wrapper = PayloadResidualDynamicsLearner(nominal, trigger="innovation")
+    assert wrapper.reopen == 100.0
+    prediction, alarm, report = _drift(wrapper.learner, Sample(q, qd, qdd, true + noise))
+    alarm = np.asarray(alarm)
+    assert not alarm[:, :200].any()
+    first = np.argmax(alarm[:, 200:], axis=1) + 200
+    assert alarm[:, 200:].any(axis=1).all() and first.max() <= 202
+    rmse = lambda a, b: np.sqrt(np.mean((np.asarray(prediction)[:, a:b] - true[:, a:b]) ** 2, axis=(1, 2)))
+    # Targets over seeds 0-199: 200-229 mean <= 0.15 (0.140) and worst <= 0.22 (0.218).
+    assert rmse(200, 230).max() <= 0.22 and rmse(300, 400).max() <= 0.003
+    # The report is the new regime's: the noise statistics restarted at the alarm.
+    np.testing.assert_allclose(report.mass, 0.5, atol=0.02)
+    np.testing.assert_allclose(report.viscous, 0.2, atol=0.02)
+    np.testing.assert_allclose(report.coulomb, 0.1, atol=0.02)
+    assert 0.008 < np.asarray(report.noise_std).mean() < 0.012
+
+
+def test_float32_state_stays_float32(seed):
+    nominal, _, train, tau, _, _ = seed
+    learner = PayloadLearner(nominal, lam=0.99, delta=1e3, joseph=True)
+    state, outputs = learners.replay(learner, learner.init(jnp.float32), Sample(*train, tau))
+    assert all(leaf.dtype in (jnp.float32, jnp.int32) for leaf in jax.tree.leaves(state))
+    assert outputs.prediction.dtype == jnp.float32
+    assert abs(float(estimate(learner, state).mass) - 0.5) < 1e-2
+
+
+def test_bad_input_raises(seed):
+    nominal = seed[0]
+    for kwargs in ({"lam": 1.5}, {"delta": 0.0}, {"fast_lam": 0.0}, {"forgetting": "sometimes"}, {"friction": ("stiction",)}):
+        with pytest.raises(ValueError):
+            PayloadLearner(nominal, **kwargs)
+    with pytest.raises(ValueError, match="unknown frame"):
+        PayloadLearner(nominal, "gripper")
+    with pytest.raises(ValueError, match="fixed base"):
+        PayloadLearner(nominal, "base")
+    with pytest.raises(ValueError, match="trigger"):
+        PayloadResidualDynamicsLearner(nominal, trigger="sometimes")
+    with pytest.raises(ValueError, match="reopen"):
+        PayloadLearner(nominal, reopen=-1.0)
+    wrapper = PayloadResidualDynamicsLearner(nominal)
+    with pytest.raises(ValueError, match="qd: expected shape"):
+        wrapper.learn_one(np.zeros(2), np.zeros(3), np.zeros(2), np.zeros(2))
+    assert wrapper.parameter_names[:2] == ("m", "m c_x") and wrapper.parameter_names[-1] == "offset joint2"
