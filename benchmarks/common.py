@@ -1,0 +1,91 @@
+"""Shared by the benchmark scripts: robots, timing, and writing a section of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import platform
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+from dense_armor.robots import minimal_urdf
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def example_robot_urdf(relpath: str) -> Path:
+    """A URDF shipped by the ``example-robot-data`` package (``pip install example-robot-data``)."""
+    for f in importlib.metadata.files("example-robot-data") or ():
+        if str(f).endswith("robots/" + relpath):
+            return Path(f.locate())
+    raise FileNotFoundError(f"example-robot-data has no {relpath}")
+
+
+def lock_joints(xml: str, names) -> str:
+    """The URDF with the named joints made fixed (at zero), as Pinocchio's buildReducedModel."""
+    root = ET.fromstring(xml)
+    for joint in root.iter("joint"):
+        if joint.get("name") in names:
+            joint.set("type", "fixed")
+            for tag in ("axis", "limit", "mimic", "dynamics", "safety_controller", "calibration"):
+                for el in joint.findall(tag):
+                    joint.remove(el)
+    return ET.tostring(root, encoding="unicode")
+
+
+def robots() -> dict[str, str]:
+    """URDF texts of the benchmark robots: the seed's 2-link arm, UR5, Panda (7 joints)."""
+    panda = example_robot_urdf("panda_description/urdf/panda.urdf").read_text()
+    return {
+        "2-link": minimal_urdf(),
+        "UR5": example_robot_urdf("ur_description/urdf/ur5_robot.urdf").read_text(),
+        "Panda": lock_joints(panda, {"panda_finger_joint1", "panda_finger_joint2"}),
+    }
+
+
+def median_us(fn, repeats: int = 2000, warmup: int = 20) -> float:
+    """Median wall time of ``fn()`` in microseconds."""
+    for _ in range(warmup):
+        fn()
+    times = np.empty(repeats)
+    for k in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times[k] = time.perf_counter() - start
+    return float(np.median(times) * 1e6)
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_section(heading: str, body: str, command: str) -> None:
+    """Replace (or append) the ``## heading`` section of docs/benchmarks.md."""
+    import jax
+
+    stamp = (
+        f"Command: `{command}` — {datetime.date.today().isoformat()}, {platform.processor() or platform.machine()}, "
+        f"jax {jax.__version__}, {__import__('os').cpu_count()} cores."
+    )
+    section = f"## {heading}\n\n{stamp}\n\n{body.strip()}\n"
+    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n\nLatest measurements; each section says the command that made it.\n"
+    pattern = re.compile(rf"^## {re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    DOCS.write_text(text, encoding="utf-8")
+
+
+def pinocchio_model(xml: str):
+    """A Pinocchio model of a URDF text (urdfdom requires an ``effort`` on every ``<limit>``)."""
+    import pinocchio as pin
+
+    root = ET.fromstring(xml)
+    for limit in root.iter("limit"):
+        limit.set("effort", limit.get("effort", "1000"))
+    return pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
