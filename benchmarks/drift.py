@@ -56,6 +56,10 @@ try:
     from dense_armor.payload import PayloadLearner  # noqa: E402
 except ImportError:  # the payload learner is optional here
     PayloadLearner = None
+try:
+    from dense_armor.utility.learn.online_dynamics import PayloadResidualDynamicsLearner  # noqa: E402
+except ImportError:
+    PayloadResidualDynamicsLearner = None
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -116,7 +120,11 @@ def innovation_learner(lam: float = 1.0):
 
 
 def payload_learner():
-    """The payload learner with the innovation trigger (its own defaults otherwise)."""
+    """The payload learner with the innovation trigger, as its wrapper configures it
+    (``PayloadResidualDynamicsLearner(model, trigger="innovation")``: ``lam = 1``, the
+    covariance re-opened by 100 on an alarm)."""
+    if PayloadResidualDynamicsLearner is not None:
+        return PayloadResidualDynamicsLearner(NOMINAL, trigger="innovation").learner
     kwargs = {"lam": 1.0, "detector": Innovation()}
     if "reopen" in inspect.signature(PayloadLearner).parameters:
         kwargs["reopen"] = 10.0
@@ -224,7 +232,8 @@ def check(print_=print) -> tuple[str, bool]:
         if PayloadLearner is not None and name.startswith("payload"):
             for w, t in (((230, 300), 0.005), ((300, 400), 0.003)):
                 m = r["rmse"][w]
-                checks.append((f"RMSE {w[0]}-{w[1] - 1} (mean / worst)", f"<= {t}", f"{m.mean():.4f} / {m.max():.4f}", m.max() <= t))
+                checks.append((f"RMSE {w[0]}-{w[1] - 1} mean", f"<= {t}", f"{m.mean():.4f}", m.mean() <= t))
+                checks.append((f"RMSE {w[0]}-{w[1] - 1} worst", f"<= {t}", f"{m.max():.4f}", m.max() <= t))
         elif "lam = 1" in name:
             checks.append(("RMSE 150-199 vs lam = 1 (mean)", f"<= {pre_base.mean():.5f}", f"{pre.mean():.5f}", pre.mean() <= pre_base.mean() * (1 + 1e-9)))
         else:  # lam = 0.99 forgets a little before the change, by design
