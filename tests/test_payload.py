@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from dense_armor import attach_payload, learners, parse_urdf, payload_parameters
-from dense_armor.drift import CUSUM, Hampel, Innovation
+from dense_armor.drift import CUSUM, Hampel
 from dense_armor.dynamics import rnea
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
 from dense_armor.learners import Sample
-from dense_armor.payload import PayloadLearner, _nominal_and_columns, estimate
+from dense_armor.payload import PayloadLearner, estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.utility.learn.online_dynamics import PayloadResidualDynamicsLearner, write_minimal_urdf
 
@@ -159,14 +159,16 @@ def test_full_payload_in_a_tool_frame_behind_a_fixed_joint():
     )
     states = np.random.default_rng(3).uniform(-1, 1, (3, 40, 3))
     q, qd, qdd = states[:, 0]
-    # The learner's one-pass nominal torque and body columns against Pinocchio.
+    # The learner's nominal torque and features against Pinocchio's RNEA and regressor.
     pin = pytest.importorskip("pinocchio")
     pmodel = pin.buildModelFromXML(xml)
     pmodel.gravity.linear = np.array([0.0, 0.0, -9.81])
     pdata = pmodel.createData()
-    tau, columns = jax.jit(_nominal_and_columns, static_argnums=(4, 5))(nominal, q, qd, qdd, 2, jnp.float64)
-    np.testing.assert_allclose(columns, pin.computeJointTorqueRegressor(pmodel, pdata, q, qd, qdd)[:, 20:], atol=1e-12)
+    X, tau = jax.jit(lambda l, q, qd, qdd: l.features(q, qd, qdd, jnp.float64))(learner, q, qd, qdd)
+    Y = pin.computeJointTorqueRegressor(pmodel, pdata, q, qd, qdd)[:, 20:]
+    np.testing.assert_allclose(X[:, :10], Y @ learner.frame_transform, atol=1e-12)
     np.testing.assert_allclose(tau, pin.rnea(pmodel, pdata, q, qd, qdd), atol=1e-12)
+    np.testing.assert_array_equal(X[:, 10:], np.hstack([np.diag(qd), np.diag(np.sign(qd)), np.eye(3)]))
 
     _, _, _, report = _fit(learner, Sample(*states, _torques(real, *states)), states[:, :5])
     assert int(report.identifiable) == 10 and not np.any(report.parameters_unexcited)

@@ -35,6 +35,13 @@ The gain is the textbook ``K = P X' (lam I + X P X')^-1``; ``P`` stays bounded i
 directions and untouched in the others, so unexcited parameters stay at their prior.
 ``forgetting="exponential"`` is the textbook update (wind-up included).
 
+Drift. With a ``detector`` (e.g. :class:`dense_armor.drift.Innovation`), each sample's prior
+error is whitened by its covariance, ``z = L^-1 e`` with ``L L' = I + X P X' / lam`` (``n``
+values, white with the noise variance while the model holds), and fed to the detector; on an
+alarm :func:`dense_armor.learners.respond` re-opens the covariance by ``reopen`` (weights kept)
+and lowers the forgetting factor to ``fast_lam`` for ``warmup_steps`` samples, and the noise
+statistics restart so that the report describes the new regime.
+
 Physical report. :func:`payload_estimate` turns ``w`` and ``P`` into mass, centre of mass,
 rotational inertia about the centre of mass and friction coefficients, each with a standard
 deviation ``sqrt(diag(J sigma^2 P J'))`` (``J`` the Jacobian of the conversion, ``sigma^2`` a
@@ -65,8 +72,8 @@ import numpy as np
 
 from dense_armor import learners, rls, spatial
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.inverse_dynamics import body_accelerations
-from dense_armor.learners import FORGETTING, Sample, StepOutput, check_hyperparameters, check_response
+from dense_armor.dynamics.inverse_dynamics import _rnea, body_accelerations
+from dense_armor.learners import Sample, StepOutput, check_hyperparameters, check_response
 from dense_armor.model import Model
 
 __all__ = [
@@ -160,38 +167,74 @@ def _frame_transform(model: Model, frame: int):
     return np.array([spatial.rigid_params_to_parent(tuple(np.eye(10)[k]), Rt, pt) for k in range(10)]).T
 
 
-def _body_force(pi, v, a):
-    """Spatial force ``I a + v x* I v`` of a body with parameters ``pi`` (10,)."""
-    blocks = spatial.inertia_blocks(spatial.as_tuple(pi))
-    return spatial.sadd(spatial.inertia_apply(blocks, a), spatial.cross_force(v, spatial.inertia_apply(blocks, v)))
+def _cross_axis(k: int, x, zero):
+    """``e_k x x`` for the unit axis ``e_k``, without multiplying by its zeros."""
+    return ((zero, -x[2], x[1]), (x[2], zero, -x[0]), (-x[1], x[0], zero))[k]
 
 
-def _nominal_and_columns(model: Model, q, qd, qdd, body: int, dtype):
-    """The nominal torque (n,) and the regressor columns (n, 10) of one body, in one RNEA.
+_INERTIA_PAIRS = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # SPEC order of I_xx .. I_zz
 
-    The columns are :func:`dense_armor.dynamics.body_regressor`'s numbers: a body's spatial
-    force is linear in its parameters, so the columns are the joint torques of the 10 unit
-    parameter vectors' forces. They travel up the tree as 10 extra lanes of the RNEA's
-    backward pass, next to the nominal forces (lane 0), after one forward pass.
+
+def _unit_forces(v, a, zero):
+    """The spatial force ``I a + v x* I v`` of a body for each of its 10 unit parameters.
+
+    A rigid body's force is linear in its parameters ``(m, h, I)``: with ``v = (w, u)`` and
+    ``a = (wd, ud)`` (``ud`` the origin's acceleration, gravity included), the mass gives
+    ``(0, ud + w x u)``, ``h_k`` gives ``(e_k x ud + w x (e_k x u) - u x (e_k x w),
+    -(e_k x wd) - w x (e_k x w))`` and an entry of ``I`` gives ``(E wd + w x E w, 0)``.
+    Written out so that no product by a structural zero is traced.
+    """
+    (w, u), (wd, ud) = v, a
+    zeros = (zero, zero, zero)
+    forces = [(zeros, spatial.add(ud, spatial.cross(w, u)))]
+    for k in range(3):
+        n = spatial.sub(
+            spatial.add(_cross_axis(k, ud, zero), spatial.cross(w, _cross_axis(k, u, zero))),
+            spatial.cross(u, _cross_axis(k, w, zero)),
+        )
+        f = spatial.add(_cross_axis(k, wd, zero), spatial.cross(w, _cross_axis(k, w, zero)))
+        forces.append((n, spatial.scale(-1.0, f)))
+    for i, j in _INERTIA_PAIRS:
+
+        def E(x, i=i, j=j):  # the unit symmetric matrix of entry (i, j) times x
+            out = [zero, zero, zero]
+            out[i], out[j] = x[j], x[i]
+            return tuple(out)
+
+        forces.append((spatial.add(E(wd), spatial.cross(w, E(w))), zeros))
+    return forces
+
+
+def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
+    """The regressor columns (n, 10) of one body, ``d tau / d pi_body``, as scalar code.
+
+    The same numbers as :func:`dense_armor.dynamics.body_regressor` without differentiating
+    the RNEA: after its forward pass, each unit parameter's force (:func:`_unit_forces`) goes
+    up the body's chain to the base, ``tau_i = S_i' f`` on the way. With ``transform`` (10, 10),
+    the columns of ``pi_body = transform @ pi`` (parameters given in another frame).
+
+    Returns:
+        (n, 10) nested tuples of scalars (entries off the body's chain are zero).
     """
     joints = tr.joints(model, q, dtype)
     v = tr.velocities(joints, qd)
-    acc = body_accelerations(model, joints, v, qd, qdd, dtype)
-    unit = jax.vmap(lambda pi: _body_force(pi, v[body], acc[body]))(jnp.eye(10, dtype=dtype))
-    zeros = jnp.zeros(10, dtype)
-    forces = []
-    for i, blocks in enumerate(tr.inertias(model, dtype)):
-        f = spatial.sadd(spatial.inertia_apply(blocks, acc[i]), spatial.cross_force(v[i], spatial.inertia_apply(blocks, v[i])))
-        extra = unit if i == body else jax.tree.map(lambda _: zeros, f)
-        forces.append(jax.tree.map(lambda x, u: jnp.concatenate([x[None], u]), f, extra))
-    tau = [None] * model.n
-    for i in reversed(range(model.n)):
-        joint = joints[i]
-        tau[i] = tr.project(joint, forces[i])
-        if joint.parent >= 0:
-            forces[joint.parent] = spatial.sadd(forces[joint.parent], spatial.force_to_parent(joint.R, joint.p, forces[i]))
-    lanes = jnp.stack(tau)  # (n, 11)
-    return lanes[:, 0], lanes[:, 1:]
+    a = body_accelerations(model, joints, v, qd, qdd, dtype)[body]
+    zero = jnp.zeros((), dtype)
+    forces = _unit_forces(v[body], a, zero)
+    if transform is not None:
+        T = tr.leaf(transform, dtype)
+        forces = [
+            jax.tree.map(lambda *fs, k=k: sum(T[l][k] * f for l, f in enumerate(fs)), *forces)
+            for k in range(10)
+        ]
+    columns = [[zero] * 10 for _ in range(model.n)]
+    for k, f in enumerate(forces):
+        i = body
+        while i >= 0:
+            columns[i][k] = tr.project(joints[i], f)
+            f = spatial.force_to_parent(joints[i].R, joints[i].p, f)
+            i = joints[i].parent
+    return columns
 
 
 class PayloadLearner(eqx.Module):
@@ -303,12 +346,15 @@ class PayloadLearner(eqx.Module):
         """Regressor rows ``X`` (n, p) and the nominal torque (n,) at one state."""
         _, (q, qd, qdd) = tr.check(self.model, q=q, qd=qd, qdd=qdd)
         q, qd, qdd = (a.astype(dtype) for a in (q, qd, qdd))
-        nominal, Y = _nominal_and_columns(self.model, q, qd, qdd, self.body, dtype)
-        if self.frame_transform is not None:
-            Y = Y @ jnp.asarray(self.frame_transform, dtype)
-        columns = {"viscous": jnp.diag(qd), "coulomb": jnp.diag(jnp.sign(qd)), "offset": jnp.eye(self.model.n, dtype=dtype)}
-        X = jnp.concatenate([Y, *(columns[t] for t in self.friction)], axis=1)
-        return X, nominal
+        n = self.model.n
+        nominal = _rnea(self.model, q, qd, qdd, dtype)
+        rows = _body_columns(self.model, q, qd, qdd, self.body, dtype, self.frame_transform)
+        # Friction columns, one per joint and term, assembled from scalars like the rest.
+        zero, one, sign = jnp.zeros((), dtype), jnp.ones((), dtype), jnp.sign(qd)
+        value = {"viscous": lambda j: qd[j], "coulomb": lambda j: sign[j], "offset": lambda j: one}
+        for j in range(n):
+            rows[j] = rows[j] + [value[t](j) if i == j else zero for t in self.friction for i in range(n)]
+        return tr.matrix(rows), nominal
 
     def predict(self, state: PayloadState, q, qd, qdd) -> jax.Array:
         """Predicted torque (n,): nominal plus ``X w``."""
