@@ -113,27 +113,34 @@ def test_demo_prints_the_table_and_draws_the_plot(capsys, tmp_path):
     code, out, _ = _run(capsys, "demo", "--rate", 50, "--plot", plot)
     assert code == 0
     assert "picks up a 0.5 kg payload" in out
-    rows = {line.split("  ")[0]: line for line in out.splitlines()}
-    assert "nominal URDF" in rows and "five-feature, lam 0.99" in rows
-    assert any(name.startswith("drift-aware") for name in rows)
-    nominal = [float(x) for x in rows["nominal URDF"].split()[2:7]]
-    learned = [float(x) for x in rows["five-feature, lam 0.99"].split()[3:8]]
-    assert nominal[0] == 0.0  # the URDF is right before the payload
-    assert learned[-1] < nominal[-1]  # the learner beats the URDF once the robot has changed
+    rows = {line.split("  ")[0]: line.split("  ")[1:] for line in out.splitlines()}
+    cells = lambda name: [c.strip() for c in rows[name] if c.strip()]
+    rmse = lambda name: [float(x) for x in cells(name)[:5]]
+    nominal = rmse("nominal URDF")
+    assert nominal[0] == 0.0 and min(nominal[1:]) > 0.5  # right before the payload, wrong after
+    assert rmse("five-feature, lam 0.99")[-1] < nominal[-1]
+    assert rmse("drift-aware five-feature, innovation")[-1] < nominal[-1]
+    assert rmse("payload, lam 1")[0] < 0.01
+    aware = cells("drift-aware payload, innovation")
+    assert max(rmse("drift-aware payload, innovation")[2::2]) < 0.01  # exact once it has re-learned
+    assert aware[5] == "10, 20"  # alarms exactly at the two changes, none elsewhere
+    mass, std = (float(v) for v in aware[6].split(" +- "))
+    assert abs(mass - 0.5) < 3 * std + 1e-3
     assert plot.read_bytes().startswith(PNG)
 
 
 def test_control_learner_removes_the_miss(capsys, tmp_path):
-    pytest.importorskip("dense_armor.payload")  # the default learner in the loop
     plot = tmp_path / "control.png"
     code, out, _ = _run(capsys, "control", "--rate", 250, "--laps", 1, "--plot", plot)
     assert code == 0
     urdf_only = re.search(r"^URDF only\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
-    learned = re.search(r"^URDF \+ .*learner.*?\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
+    learned = re.search(r"^URDF \+ payload learner \(lam 1\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
     assert urdf_only and learned, out
     assert float(urdf_only.group(3)) > 5.0  # the payload makes the arm miss its targets by millimetres
-    assert float(learned.group(3)) < 0.2 * float(urdf_only.group(3))
-    assert float(learned.group(1)) < float(urdf_only.group(1))
+    assert float(learned.group(3)) < 0.01  # the learned payload removes the miss
+    assert float(learned.group(1)) < 0.05 * float(urdf_only.group(1))
+    mass = float(re.search(r"^learned payload: ([\d.]+) \+- ", out, re.M).group(1))
+    assert mass == pytest.approx(0.5, abs=1e-3)
     assert plot.read_bytes().startswith(PNG)
 
 
@@ -193,8 +200,6 @@ def test_replay_plot(capsys, arm, tmp_path):
 
 @pytest.mark.parametrize("learner", ["drift-aware", "payload"])
 def test_replay_other_learners(capsys, arm, learner):
-    if learner == "payload":
-        pytest.importorskip("dense_armor.payload")
     log = _write_csv(arm["folder"] / "other.csv", _columns(arm))
     code, out, _ = _run(capsys, "replay", arm["urdf"], log, "--learner", learner, "--chunk", 100)
     assert code == 0, out

@@ -33,8 +33,6 @@ from dense_armor.logs import LogError, load_log, replay_chunked, write_table
 from dense_armor.urdf import URDFError, parse_urdf
 
 PROG = "dense-armor"
-LEARNERS = ("five-feature", "drift-aware", "payload")
-TRIGGERS = ("hampel", "cusum")  # plus "innovation" where dense_armor.drift has it
 
 
 class UserError(Exception):
@@ -110,96 +108,115 @@ def _fmt(x, digits=3) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
-def _payload_module():
-    """:mod:`dense_armor.payload`, or ``None`` in a version without the payload learner."""
-    try:
-        from dense_armor import payload
-    except ImportError:
-        return None
-    return payload
+# ----------------------------------------------------------------------------- learners
+
+#: What ``--learner`` accepts, and the documented class each one is configured like.
+LEARNER_CLASSES = {
+    "five-feature": "ResidualDynamicsLearner",
+    "drift-aware": "DriftAwareResidualDynamicsLearner",
+    "payload": "PayloadResidualDynamicsLearner",
+    "drift-aware-payload": "PayloadResidualDynamicsLearner with a trigger",
+}
+#: The forgetting factor of each learner when ``--lam`` is not given (the wrappers' defaults).
+DEFAULT_LAM = {"five-feature": 1.0, "drift-aware": 0.99, "payload": 1.0, "drift-aware-payload": 1.0}
+#: The demo's learners, in the table's order; the demo's plain five-feature learner forgets (0.99).
+DEMO_LEARNERS = ("five-feature", "drift-aware", "payload", "drift-aware-payload")
+TRIGGERS = ("innovation", "hampel", "cusum")
+_INNOVATION = ("k", "h", "min_samples", "min_sigma")
 
 
-def _trigger_choices() -> tuple[str, ...]:
-    from dense_armor import drift
+def _lam(kind: str, args) -> float:
+    if args.lam is not None:
+        return args.lam
+    return getattr(args, "default_lam", {}).get(kind, DEFAULT_LAM[kind])
 
-    return TRIGGERS + (("innovation",) if hasattr(drift, "Innovation") else ())
+
+def _learner_name(kind: str, args) -> str:
+    """A table label: the learner, and its forgetting factor or trigger."""
+    if kind.startswith("drift-aware"):
+        base = "drift-aware payload" if kind == "drift-aware-payload" else "drift-aware five-feature"
+        return f"{base}, {args.trigger}"
+    return f"{kind}, lam {_lam(kind, args):g}"
 
 
-def _default_trigger() -> str:
-    return "innovation" if "innovation" in _trigger_choices() else "hampel"
+def _innovation_given(args) -> dict:
+    return {k: getattr(args, f"innovation_{k}") for k in _INNOVATION if getattr(args, f"innovation_{k}") is not None}
 
 
 def _detector(args):
-    """The drift detector named by ``--trigger``, with its options (the documented defaults)."""
+    """The detector named by ``--trigger`` with the options given; ``None`` leaves the
+    payload wrapper's own default detector in place."""
     from dense_armor import drift
 
     if args.trigger == "hampel":
         return drift.Hampel(radius=args.hampel_radius, n_sigmas=args.hampel_n_sigmas)
     if args.trigger == "cusum":
         return drift.CUSUM(radius=args.drift_radius, ref_mult=args.drift_ref_mult, k=args.drift_k, h=args.drift_h)
-    return drift.Innovation(
-        k=args.innovation_k, h=args.innovation_h, min_samples=args.innovation_min_samples,
-        min_sigma=args.innovation_min_sigma,
-    )
-
-
-def _reopen(args) -> float:
-    """``--reopen``, defaulting as the documented wrapper does: 10 with the innovation trigger, else 0."""
-    if args.reopen is not None:
-        return args.reopen
-    return 10.0 if args.trigger == "innovation" else 0.0
+    given = _innovation_given(args)
+    return drift.Innovation(**given) if given else None
 
 
 def build_learner(kind: str, model, args):
-    """The learner ``kind`` (one of :data:`LEARNERS`) on ``model`` with the parsed options."""
-    lam = args.lam
+    """The functional learner ``kind`` on ``model``, configured through the documented class
+    (so the command line and the classes share their defaults), from the parsed options."""
+    from dense_armor.utility.learn import online_dynamics as od
+
+    lam = _lam(kind, args)
     if kind == "five-feature":
-        return learners.ResidualLearner(model, lam=lam, delta=args.delta, forgetting=args.forgetting)
+        return od.ResidualDynamicsLearner(model, lam=lam, delta=args.delta, forgetting=args.forgetting).learner
     if kind == "drift-aware":
-        return learners.ResidualLearner(
-            model, lam=lam, delta=args.delta, detector=_detector(args), fast_lam=args.fast_lam,
-            warmup_steps=args.warmup_steps, detector_warmup=args.detector_warmup, reopen=_reopen(args),
-            forgetting=args.forgetting,
-        )
-    if kind == "payload":
-        payload = _payload_module()
-        if payload is None:
-            raise UserError("this version of dense_armor has no payload learner")
+        innovation = {f"innovation_{k}": v for k, v in _innovation_given(args).items()}
+        return od.DriftAwareResidualDynamicsLearner(
+            model, lam=lam, delta=args.delta, fast_lam=args.fast_lam, warmup_steps=args.warmup_steps,
+            drift_radius=args.drift_radius, drift_ref_mult=args.drift_ref_mult, drift_k=args.drift_k,
+            drift_h=args.drift_h, detector_warmup=args.detector_warmup, trigger=args.trigger,
+            hampel_radius=args.hampel_radius, hampel_n_sigmas=args.hampel_n_sigmas, reopen=args.reopen,
+            forgetting=args.forgetting, **innovation,
+        ).learner
+    if kind in ("payload", "drift-aware-payload"):
         link = getattr(args, "link", None)
         if link is not None and link not in model.frame_names:
             raise UserError(f"--link {link!r} is not a link of the robot (links: {', '.join(model.frame_names)})")
-        return payload.PayloadLearner(model, link, lam=lam, delta=args.delta, friction=not getattr(args, "no_friction", False))
-    raise UserError(f"unknown learner {kind!r}; choose one of {', '.join(LEARNERS)}")
+        drift_aware = kind == "drift-aware-payload"
+        return od.PayloadResidualDynamicsLearner(
+            model, link, lam=lam, delta=args.delta, friction=not getattr(args, "no_friction", False),
+            forgetting=args.forgetting, trigger=args.trigger if drift_aware else None,
+            detector=_detector(args) if drift_aware else None, reopen=args.reopen if drift_aware else None,
+            fast_lam=args.fast_lam, warmup_steps=args.warmup_steps, detector_warmup=args.detector_warmup,
+        ).learner
+    raise UserError(f"unknown learner {kind!r}; choose one of {', '.join(LEARNER_CLASSES)}")
 
 
 def _payload_report(learner, state) -> tuple[float, float] | None:
     """(mass, std) learned by a payload learner, ``None`` for other learners."""
-    payload = _payload_module()
-    if payload is None or not isinstance(learner, payload.PayloadLearner):
+    from dense_armor import payload
+
+    if not isinstance(learner, payload.PayloadLearner):
         return None
     est = payload.payload_estimate(learner, state)
     return float(est.mass), float(est.mass_std)
 
 
-def _add_learner_options(p, default_lam: float):
-    trigger = _default_trigger()
+def _add_learner_options(p, lam_help: str):
     g = p.add_argument_group("learner options")
-    g.add_argument("--lam", type=forgetting_factor, default=default_lam, help=f"forgetting factor in (0, 1] (default {default_lam})")
+    g.add_argument("--lam", type=forgetting_factor, default=None, help=f"forgetting factor in (0, 1] ({lam_help})")
     g.add_argument("--delta", type=positive, default=1e6, help="initial covariance scale, P0 = delta I (default 1e6)")
     g.add_argument("--forgetting", choices=("directional", "exponential"), default="directional",
                    help="forget only along excited directions (no wind-up), or the textbook update (default directional)")
-    g.add_argument("--trigger", choices=_trigger_choices(), default=trigger,
-                   help=f"drift trigger of the drift-aware learner (default {trigger})")
+    g.add_argument("--trigger", choices=TRIGGERS, default="innovation",
+                   help="drift trigger of the drift-aware learners (default innovation)")
     g.add_argument("--fast-lam", type=forgetting_factor, default=0.9, help="forgetting factor after a drift alarm (default 0.9)")
     g.add_argument("--warmup-steps", type=natural, default=20, help="samples of --fast-lam after an alarm (default 20)")
     g.add_argument("--reopen", type=nonnegative, default=None,
-                   help="on an alarm, add REOPEN * I to the covariance (default 10 with the innovation trigger, else 0)")
+                   help="on an alarm, add REOPEN * I to the covariance (default with the innovation trigger: 10 for "
+                   "the five-feature learner, 100 for the payload learner; else 0)")
     g.add_argument("--detector-warmup", type=natural, default=0, help="samples learned before the trigger is fed (default 0)")
-    g.add_argument("--innovation-k", type=nonnegative, default=3.0, help="innovation trigger: allowance per sample (default 3)")
-    g.add_argument("--innovation-h", type=positive, default=40.0, help="innovation trigger: threshold (default 40)")
-    g.add_argument("--innovation-min-samples", type=count, default=50,
+    g.add_argument("--innovation-k", type=nonnegative, default=None,
+                   help="innovation trigger: allowance per sample (default 3)")
+    g.add_argument("--innovation-h", type=positive, default=None, help="innovation trigger: threshold (default 40)")
+    g.add_argument("--innovation-min-samples", type=count, default=None,
                    help="innovation trigger: noise samples before it arms (default 50)")
-    g.add_argument("--innovation-min-sigma", type=nonnegative, default=1e-4,
+    g.add_argument("--innovation-min-sigma", type=nonnegative, default=None,
                    help="innovation trigger: noise floor, N m (default 1e-4)")
     g.add_argument("--hampel-radius", type=count, default=20, help="Hampel trigger: window radius (default 20)")
     g.add_argument("--hampel-n-sigmas", type=positive, default=3.0, help="Hampel trigger: threshold in robust sigmas (default 3)")
@@ -230,14 +247,11 @@ def cmd_demo(args) -> int:
         coulomb=args.coulomb, sigma=args.sigma, seed=args.seed, plane=args.plane,
     )
     model = sc.model
-    kinds = [("five-feature", "five-feature"), ("drift-aware", "drift-aware")]
-    if _payload_module() is not None:
-        kinds.append(("payload", "payload"))
     runs = {}
-    for label, kind in kinds:
+    for kind in DEMO_LEARNERS:
         learner = build_learner(kind, model, args)
         state, out = learners.replay(learner, learner.init(jnp.float64), sc.measured)
-        runs[label] = (learner, state, jax.tree.map(np.asarray, out))
+        runs[_learner_name(kind, args)] = (learner, state, jax.tree.map(np.asarray, out))
     nominal = next(iter(runs.values()))[2].nominal
     c1, c2 = sc.changes
     print(
@@ -251,21 +265,16 @@ def cmd_demo(args) -> int:
     print("prequential torque RMSE [N m], every sample predicted before it is learned:")
     headers = ["model", *[p[0] for p in sc.phases], "alarms [s]", "payload [kg]"]
     rows = [["nominal URDF", *map(_fmt, phase_rmse(sc.true_tau - nominal, sc.phases)), "-", "-"]]
-    names = {
-        "five-feature": f"five-feature, lam {args.lam:g}",
-        "drift-aware": f"drift-aware ({args.trigger})",
-        "payload": f"payload, lam {args.lam:g}",
-    }
     errors = {"nominal URDF": sc.true_tau - nominal}
     alarms = {}
-    for label, (learner, state, out) in runs.items():
+    for name, (learner, state, out) in runs.items():
         err = sc.true_tau - out.prediction
-        errors[names[label]] = err
-        alarm_times = sc.t[np.nonzero(out.alarm)[0]]
-        alarms[names[label]] = alarm_times
+        errors[name] = err
+        alarms[name] = sc.t[np.nonzero(out.alarm)[0]]
         mass = _payload_report(learner, state)
         mass_text = "-" if mass is None else f"{mass[0]:.4f} +- {mass[1]:.4f}"
-        rows.append([names[label], *map(_fmt, phase_rmse(err, sc.phases)), _alarm_text(alarm_times) if learner_has_detector(learner) else "-", mass_text])
+        alarm_text = _alarm_text(alarms[name]) if learner_has_detector(learner) else "-"
+        rows.append([name, *map(_fmt, phase_rmse(err, sc.phases)), alarm_text, mass_text])
     print(_table(headers, rows))
     print(f"({time.perf_counter() - started:.1f} s)")
     if plt is not None:
@@ -279,10 +288,12 @@ def learner_has_detector(learner) -> bool:
 
 
 def _moving_rms(e, window):
-    """RMS over joints and a centred window of ``window`` samples, (T,)."""
-    sq = np.nanmean(np.asarray(e) ** 2, axis=1)
-    kernel = np.ones(window) / window
-    return np.sqrt(np.convolve(sq, kernel, mode="same"))
+    """RMS over joints and the last ``window`` samples (causal: a change shows when it happens), (T,)."""
+    sq = np.nan_to_num(np.nanmean(np.asarray(e) ** 2, axis=1))
+    csum = np.concatenate([[0.0], np.cumsum(sq)])
+    k = np.arange(1, sq.size + 1)
+    start = np.maximum(k - window, 0)
+    return np.sqrt((csum[k] - csum[start]) / (k - start))
 
 
 def _plot_demo(plt, path, sc, errors, alarms):
@@ -295,11 +306,15 @@ def _plot_demo(plt, path, sc, errors, alarms):
         times = alarms.get(name, [])
         if len(times):
             ax.plot(times, np.full(len(times), 2.5 * (1.4 ** k)), "v", color=line.get_color(), ms=5)
+    sigma = float(np.std(np.asarray(sc.measured.tau) - sc.true_tau))
+    if sigma > 0:
+        ax.axhline(sigma, color="0.5", ls=":", lw=0.8)
+        ax.text(sc.t[-1], sigma, "sensor noise", fontsize=8, ha="right", va="bottom", color="0.4")
     for c, what in zip(sc.changes, ("payload picked up", "friction")):
         ax.axvline(sc.t[c], color="k", ls="--", lw=0.8)
         ax.text(sc.t[c], 1e-5, f" {what}", fontsize=8, va="bottom")
     ax.set_xlabel("time [s]")
-    ax.set_ylabel("torque error [N m] (0.25 s RMS)")
+    ax.set_ylabel("torque error [N m] (RMS over the last 0.25 s)")
     ax.set_ylim(1e-6, 40)
     ax.set_title("Prequential torque error on the two-link arm (triangles: drift alarms)")
     ax.legend(loc="lower right", fontsize=8)
@@ -316,8 +331,6 @@ def cmd_control(args) -> int:
 
     plt = _require_matplotlib() if args.plot else None
     _check_writable(args.plot, "--plot")
-    if args.learner not in ("five-feature", "payload"):
-        raise UserError("control --learner must be five-feature or payload")
     started = time.perf_counter()
     sc = tracking_scenario(payload=args.payload, rate=args.rate, kp=args.kp, kd=args.kd, plane=args.plane, laps=args.laps)
     learner = build_learner(args.learner, sc.nominal, args)
@@ -344,8 +357,8 @@ def cmd_control(args) -> int:
     )
     headers = ["controller", "RMS error [mrad]", "max error [mrad]", *[f"tip miss lap {k + 1} [mm]" for k in range(args.laps)]]
     rows = []
-    label = {"five-feature": f"five-feature learner, lam {args.lam:g}", "payload": f"payload learner, lam {args.lam:g}"}[args.learner]
-    names = ["URDF only", f"URDF + {label}"]
+    kind, _, detail = _learner_name(args.learner, args).partition(", ")
+    names = ["URDF only", f"URDF + {kind} learner ({detail})"]
     summary = {}
     for k, name in enumerate(names):
         e = rollouts.error[k]
@@ -354,11 +367,11 @@ def cmd_control(args) -> int:
         laps = [float(np.mean(miss[i * per_lap : (i + 1) * per_lap])) for i in range(args.laps)]
         rms = 1e3 * float(np.sqrt(np.mean(e**2)))
         summary[name] = (rms, laps)
-        rows.append([name, f"{rms:.2f}", f"{1e3 * np.abs(e).max():.2f}", *[f"{m:.2f}" for m in laps]])
+        rows.append([name, f"{rms:.2f}", f"{1e3 * np.abs(e).max():.2f}", *[f"{m:.3f}" for m in laps]])
     print(_table(headers, rows))
     mass = _payload_report(learner, final)
     if mass is not None:
-        print(f"learned payload: {mass[0]:.4f} +- {mass[1]:.4f} kg (true {args.payload:g} kg)")
+        print(f"learned payload: {mass[0]:.4f} +- {mass[1]:.1g} kg (true {args.payload:g} kg)")
     print(f"({time.perf_counter() - started:.1f} s)")
     if plt is not None:
         _plot_control(plt, args.plot, sc, rollouts, names)
@@ -386,7 +399,11 @@ def _plot_control(plt, path, sc, rollouts, names):
     for k, name in enumerate(names):
         tip = tip_positions(sc.nominal, rollouts.q[k][list(sc.targets)])
         miss = 1e3 * np.linalg.norm(tip - tip_ref, axis=1)
-        bx.bar(x + (k - (len(names) - 1) / 2) * width, np.maximum(miss, 1e-4), width, label=name)
+        at = x + (k - (len(names) - 1) / 2) * width
+        bx.bar(at, np.maximum(miss, 1e-4), width, label=name)
+        for xi, m in zip(at, miss):
+            if m < 1e-2:  # too small to see: write it
+                bx.text(xi, 1.3e-4, f"{m:.0e} mm", rotation=90, ha="center", va="bottom", fontsize=7)
     bx.set_yscale("log")
     bx.set_ylim(1e-4, None)
     bx.set_xticks(x, [str(k + 1) for k in x])
@@ -488,8 +505,8 @@ def cmd_replay(args) -> int:
 
 
 def _learner_label(args) -> str:
-    text = f"{args.learner} (lam {args.lam:g}, delta {args.delta:g}"
-    if args.learner == "drift-aware":
+    text = f"{args.learner} (lam {_lam(args.learner, args):g}, delta {args.delta:g}"
+    if args.learner.startswith("drift-aware"):
         text += f", trigger {args.trigger}"
     return text + ")"
 
@@ -606,8 +623,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--plane", choices=("horizontal", "vertical"), default="horizontal",
                       help="arm in a horizontal plane (the design document's) or on a wall (default horizontal)")
     demo.add_argument("--plot", metavar="FILE.png", help="draw the prequential error over time")
-    _add_learner_options(demo, default_lam=0.99)
-    demo.set_defaults(func=cmd_demo)
+    _add_learner_options(demo, "default 0.99 for the five-feature learner, the documented classes' for the others")
+    demo.set_defaults(func=cmd_demo, default_lam={"five-feature": 0.99})
 
     control = sub.add_parser(
         "control", help="closed loop: computed-torque control with an unmodelled payload, with and without the learner",
@@ -616,9 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
         "dynamics by aba, semi-implicit Euler, the whole run in one lax.scan. The same run is made with the nominal "
         "command only and with the learned residual added; the learner learns online from the applied torques.",
     )
-    control.add_argument("--learner", choices=("payload", "five-feature"),
-                         default="payload" if _payload_module() is not None else "five-feature",
-                         help="the learner in the loop")
+    control.add_argument("--learner", choices=tuple(LEARNER_CLASSES), default="payload",
+                         help="the learner in the loop (default payload)")
     control.add_argument("--payload", type=nonnegative, default=0.5, help="unmodelled payload, kg (default 0.5)")
     control.add_argument("--viscous", type=nonnegative, default=0.0, help="joint viscous friction, N m s/rad (default 0)")
     control.add_argument("--coulomb", type=nonnegative, default=0.0, help="joint Coulomb friction, N m (default 0)")
@@ -631,7 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     control.add_argument("--plane", choices=("horizontal", "vertical"), default="vertical",
                          help="arm on a wall (gravity acts) or in a horizontal plane (default vertical)")
     control.add_argument("--plot", metavar="FILE.png", help="draw the tracking error and the tip path")
-    _add_learner_options(control, default_lam=1.0)
+    _add_learner_options(control, "default: the documented classes', 1 but 0.99 for drift-aware")
     control.set_defaults(func=cmd_control)
 
     replay = sub.add_parser(
@@ -643,7 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("urdf", metavar="ROBOT.urdf", help="the robot's URDF")
     replay.add_argument("log", metavar="LOG", help="the log, .csv (with a header line) or .npz")
-    replay.add_argument("--learner", choices=LEARNERS, default="five-feature", help="which learner (default five-feature)")
+    replay.add_argument("--learner", choices=tuple(LEARNER_CLASSES), default="five-feature",
+                        help="which learner (default five-feature): " + "; ".join(f"{k}: as {v}" for k, v in LEARNER_CLASSES.items()))
     replay.add_argument("--link", help="payload learner: the link carrying the payload (default: the last body)")
     replay.add_argument("--no-friction", action="store_true", help="payload learner: no friction columns")
     replay.add_argument("--dt", type=positive, help="sampling period, s (when the log has no t column)")
@@ -654,7 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--chunk", type=count, default=2000, help="samples per lax.scan chunk (default 2000)")
     replay.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
-    _add_learner_options(replay, default_lam=1.0)
+    _add_learner_options(replay, "default: the documented classes', 1 but 0.99 for drift-aware")
     replay.set_defaults(func=cmd_replay)
 
     info = sub.add_parser(
