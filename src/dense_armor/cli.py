@@ -483,7 +483,7 @@ def cmd_replay(args) -> int:
     print(_table(headers, rows))
     alarm_idx = np.nonzero(out.alarm)[0]
     when = (t[alarm_idx] if t is not None else alarm_idx)
-    unit = " s" if t is not None else " (sample)"
+    unit = " [s]" if t is not None else " (sample index)"
     if learner_has_detector(learner):
         print(f"drift alarms{unit}: {_alarm_text(list(when), limit=8)}")
     rejected = int(T - accepted.sum())
@@ -491,7 +491,10 @@ def cmd_replay(args) -> int:
         print(f"skipped {rejected} samples with NaN or inf")
     mass = _payload_report(learner, state)
     if mass is not None:
+        from dense_armor import payload
+
         print(f"learned payload on {learner.link}: {mass[0]:.4f} +- {mass[1]:.4f} kg")
+        print(payload.payload_estimate(learner, state).summary(learner.link))
     elif hasattr(state, "rls"):
         w = np.asarray(state.rls.w)
         print(_table(["weights", *learners.FEATURE_NAMES], [[name, *(f"{v:.4g}" for v in w[j])] for j, name in enumerate(names)]))
