@@ -69,9 +69,7 @@ count = _number(int, lambda v: v >= 1, "a whole number >= 1")
 natural = _number(int, lambda v: v >= 0, "a whole number >= 0")
 
 
-def _odd_window(text):
-    value = _number(int, lambda v: v >= 3 and v % 2 == 1, "an odd number >= 3")(text)
-    return value
+_odd_window = _number(int, lambda v: v >= 3 and v % 2 == 1, "an odd number >= 3")
 
 
 # ----------------------------------------------------------------------------- shared helpers
