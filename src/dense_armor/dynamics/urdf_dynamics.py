@@ -3,7 +3,7 @@
 Every method converts its inputs to float64 NumPy, enters JAX's scoped 64-bit mode
 (``jax.enable_x64``, thread-local: the global configuration is untouched) and calls the
 module-level jitted function, so all instances of one robot structure share one compiled
-function. Results are float64 JAX arrays.
+function. Results are float64 NumPy arrays.
 """
 
 from __future__ import annotations
@@ -35,6 +35,14 @@ def as_float64(value, name: str, n: int | None = None):
     return value
 
 
+def to_numpy(value):
+    """A result as float64 NumPy, so arithmetic outside the 64-bit scope stays float64.
+
+    A tracer (``jax.jit`` around a method) is returned as is.
+    """
+    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
+
+
 class RigidBodyModel:
     """Nominal rigid-body dynamics of a URDF robot.
 
@@ -62,7 +70,7 @@ class RigidBodyModel:
     def _call(self, fn, *args, **arrays):
         with jax.enable_x64(True):
             values = [as_float64(v, k, self.n) for k, v in arrays.items()]
-            return fn(self.model, *values, *args)
+            return jax.tree.map(to_numpy, fn(self.model, *values, *args))
 
     def mass_matrix(self, q):
         """``M(q)`` (n, n)."""
