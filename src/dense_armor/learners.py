@@ -261,17 +261,24 @@ class ResidualLearner(eqx.Module):
             alarms=state.alarms + alarm,
             detector=detector,
         )
-        new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
-        new = new._replace(rejected=state.rejected + (~valid), detector=detector)
-        nan = jnp.full_like(nominal, jnp.nan)
-        output = StepOutput(
-            prediction=jnp.where(valid, nominal + residual, nan),
-            error=jnp.where(valid, error, nan),
-            nominal=jnp.where(valid, nominal, nan),
-            alarm=alarm & valid,
-            accepted=valid,
-        )
-        return new, output
+        return commit(state, learned, valid, nominal, residual, error, alarm)
+
+
+def commit(state, learned, valid, nominal, residual, error, alarm):
+    """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
+    more rejection (the detector's own state already ignored it), and the step's outputs (NaN
+    for a rejected sample)."""
+    new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
+    new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
+    nan = jnp.full_like(nominal, jnp.nan)
+    output = StepOutput(
+        prediction=jnp.where(valid, nominal + residual, nan),
+        error=jnp.where(valid, error, nan),
+        nominal=jnp.where(valid, nominal, nan),
+        alarm=alarm & valid,
+        accepted=valid,
+    )
+    return new, output
 
 
 @jax.jit

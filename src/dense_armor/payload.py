@@ -426,17 +426,7 @@ class PayloadLearner(eqx.Module):
             detector=detector,
             noise=noise,
         )
-        new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
-        new = new._replace(rejected=state.rejected + (~valid), detector=detector)
-        nan = jnp.full_like(nominal, jnp.nan)
-        output = StepOutput(
-            prediction=jnp.where(valid, nominal + residual, nan),
-            error=jnp.where(valid, error, nan),
-            nominal=jnp.where(valid, nominal, nan),
-            alarm=alarm & valid,
-            accepted=valid,
-        )
-        return new, output
+        return learners.commit(state, learned, valid, nominal, residual, error, alarm)
 
 
 class PayloadEstimate(NamedTuple):
