@@ -183,6 +183,19 @@ def inertia_apply(blocks, motion):
     return add(matvec(A, w), matvec(B, v)), add(matTvec(B, w), matvec(C, v))
 
 
+def rigid_momentum(params, motion):
+    """A rigid body's spatial inertia (its 10 parameters) times a motion: ``(I w + h x v, m v - h x w)``.
+
+    The same as ``inertia_apply(inertia_blocks(params), motion)`` without the products by the
+    blocks' structural zeros.
+    """
+    m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = params
+    w, v = motion
+    h = (hx, hy, hz)
+    Iw = (ixx * w[0] + ixy * w[1] + ixz * w[2], ixy * w[0] + iyy * w[1] + iyz * w[2], ixz * w[0] + iyz * w[1] + izz * w[2])
+    return add(Iw, cross(h, v)), sub(scale(m, v), cross(h, w))
+
+
 def inertia_to_parent(blocks, R, p):
     """Re-express spatial inertia blocks about a child frame placed at ``(R, p)`` in the parent.
 

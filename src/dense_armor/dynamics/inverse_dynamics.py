@@ -10,46 +10,47 @@ from dense_armor.dynamics import tree as tr
 from dense_armor.model import Model
 
 
-def base_acceleration(model: Model, dtype, gravity: bool = True):
-    """Gravity as a fictitious upward acceleration of the fixed base, ``(0, -g)``."""
-    g = tr.leaf(model.gravity, dtype)
-    if not gravity:
-        g = spatial.scale(0.0, g)
-    zero = 0.0 * g[0]
-    return (zero, zero, zero), spatial.scale(-1.0, g)
+def _plus(a, b):
+    """Sum of two 3-vectors where ``None`` is a zero known at trace time."""
+    return b if a is None else a if b is None else spatial.add(a, b)
 
 
 def body_accelerations(model: Model, joints, v, qd, qdd, dtype, gravity: bool = True) -> list:
-    """Body spatial accelerations in body frames, gravity included as a base acceleration.
+    """Body spatial accelerations in body frames, gravity included as an upward acceleration
+    ``(0, -g)`` of the fixed base.
 
     ``v``/``qd`` and ``qdd`` may be ``None`` (zero): their terms are left out at trace time.
     """
-    base = base_acceleration(model, dtype, gravity)
+    g = tr.leaf(model.gravity, dtype) if gravity else None
     acc = []
     for i, joint in enumerate(joints):
-        a = spatial.motion_to_child(joint.R, joint.p, base if joint.parent < 0 else acc[joint.parent])
+        if joint.parent >= 0:
+            w, lin = spatial.motion_to_child(joint.R, joint.p, acc[joint.parent])
+        else:
+            w, lin = None, None if g is None else spatial.matTvec(joint.R, spatial.scale(-1.0, g))
         if qdd is not None:
-            a = spatial.sadd(a, tr.subspace(joint, qdd[i]))
+            along = spatial.scale(qdd[i], joint.axis)
+            w, lin = (w, _plus(lin, along)) if joint.prismatic else (_plus(w, along), lin)
         if v is not None:
-            a = spatial.sadd(a, spatial.cross_motion(v[i], tr.subspace(joint, qd[i])))
-        acc.append(a)
+            along = spatial.scale(qd[i], joint.axis)  # v x (S qd)
+            vw, vlin = v[i]
+            w, lin = (w, _plus(lin, spatial.cross(vw, along))) if joint.prismatic else (
+                _plus(w, spatial.cross(vw, along)), _plus(lin, spatial.cross(vlin, along)))
+        zero = (jnp.zeros((), dtype),) * 3
+        acc.append((zero if w is None else w, zero if lin is None else lin))
     return acc
 
 
 def _rnea(model: Model, q, qd, qdd, dtype, gravity: bool = True):
-    """The RNEA as traced code; ``qd``/``qdd`` ``None`` mean zero, ``gravity=False`` leaves it out."""
-    # Zero rates enter as arrays, not as skipped terms: the pruned graph of a gravity-only pass
-    # makes XLA:CPU's fused code blow up (measured on Panda: 1.4 s a call instead of ~0.2 ms).
-    zeros = jnp.zeros_like(q)
-    qd = zeros if qd is None else qd
-    qdd = zeros if qdd is None else qdd
+    """The RNEA as traced code, (n,); ``qd``/``qdd`` ``None`` mean zero, ``gravity=False`` leaves it out."""
     joints = tr.joints(model, q, dtype)
-    v = tr.velocities(joints, qd)
+    v = tr.velocities(joints, qd) if qd is not None else None
     acc = body_accelerations(model, joints, v, qd, qdd, dtype, gravity)
     forces = []
-    for i, blocks in enumerate(tr.inertias(model, dtype)):
-        f = spatial.inertia_apply(blocks, acc[i])
-        f = spatial.sadd(f, spatial.cross_force(v[i], spatial.inertia_apply(blocks, v[i])))
+    for i, params in enumerate(tr.leaf(model.inertia, dtype)):
+        f = spatial.rigid_momentum(params, acc[i])
+        if v is not None:
+            f = spatial.sadd(f, spatial.cross_force(v[i], spatial.rigid_momentum(params, v[i])))
         forces.append(f)
     tau = [None] * model.n
     for i in reversed(range(model.n)):
@@ -63,6 +64,10 @@ def _rnea(model: Model, q, qd, qdd, dtype, gravity: bool = True):
 @jax.jit
 def rnea(model: Model, q, qd, qdd):
     """Inverse dynamics by the Recursive Newton-Euler Algorithm.
+
+    Written in scalars and unrolled over the tree (see :mod:`dense_armor.dynamics.tree`), so
+    that it compiles to one kernel (plus the sines and cosines of ``q``) for up to about 15
+    joints.
 
     Args:
         model: the robot.

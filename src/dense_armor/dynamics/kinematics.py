@@ -1,4 +1,4 @@
-"""Forward kinematics and frame Jacobians."""
+"""Forward kinematics and frame Jacobians, over lanes of bodies (see :mod:`dense_armor.dynamics.tree`)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,26 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dense_armor import spatial
 from dense_armor.dynamics import tree as tr
+from dense_armor.dynamics.mass_matrix import motion_subspaces
 from dense_armor.model import Model
 
 
-def body_placements(joints) -> list:
-    """World placement ``(R, p)`` of every body."""
-    world = []
-    for joint in joints:
-        local = (joint.R, joint.p)
-        world.append(local if joint.parent < 0 else spatial.compose(world[joint.parent], local))
-    return world
-
-
-def _frame_placement(model: Model, world, frame: int, dtype):
-    local = (tr.leaf(model.frame_rotation[frame], dtype), tr.leaf(model.frame_translation[frame], dtype))
-    body = model.frame_bodies[frame]
-    return local if body < 0 else spatial.compose(world[body], local)
+def _frame_placements(model: Model, world, frames, dtype):
+    """Placements ``(R, p)`` of the given frames, as lanes: each frame's body placement composed
+    with the frame's fixed placement in that body (frames of the base keep the latter)."""
+    frames = np.asarray(frames)
+    bodies = np.asarray(model.frame_bodies)[frames]
+    on_base = bodies < 0
+    packed = tr.pack(tr.placement_values(world))
+    (body,) = tr.rows(packed, 12, np.where(on_base, 0, bodies))
+    R_f, p_f = (jnp.asarray(x, dtype)[frames] for x in (model.frame_rotation, model.frame_translation))
+    local = (tuple(tuple(R_f[:, r, c] for c in range(3)) for r in range(3)), tuple(p_f[:, k] for k in range(3)))
+    composed = spatial.compose(tr.placement_lanes(body), local)
+    return tr.placement_lanes([jnp.where(on_base, b, a) for a, b in zip(tr.placement_values(composed), tr.placement_values(local))])
 
 
 @jax.jit
@@ -40,22 +41,26 @@ def forward_kinematics(model: Model, q):
         ``model.frame_names``, in the base frame.
     """
     dtype, (q,) = tr.check(model, q=q)
-    world = body_placements(tr.joints(model, q, dtype))
-    frames = [_frame_placement(model, world, f, dtype) for f in range(len(model.frame_names))]
-    return jnp.stack([tr.matrix(R) for R, _ in frames]), jnp.stack([tr.vector(p) for _, p in frames])
+    R, p = _frame_placements(model, tr.world_placements(model, q, dtype), np.arange(len(model.frame_names)), dtype)
+    return jnp.stack([jnp.stack(row, -1) for row in R], -2), jnp.stack(p, -1)
 
 
-def _ancestors(model: Model, body: int) -> list[int]:
-    chain = []
+def _ancestors(model: Model, body: int) -> np.ndarray:
+    """(n,) static mask: the joints on the path from ``body`` to the base."""
+    mask = np.zeros(model.n, bool)
     while body >= 0:
-        chain.append(body)
+        mask[body] = True
         body = model.parents[body]
-    return chain
+    return mask
 
 
 @partial(jax.jit, static_argnums=2)
 def frame_jacobian(model: Model, q, frame: str | int):
     """Geometric Jacobian of a frame's origin.
+
+    Column ``j`` is joint ``j``'s motion subspace in world coordinates, ``(w, v)`` with ``v`` the
+    velocity of the world origin, moved to the frame origin ``o``: ``(v + w x o, w)``, for the
+    joints between the frame and the base (zero for the others).
 
     Args:
         model: the robot.
@@ -69,16 +74,9 @@ def frame_jacobian(model: Model, q, frame: str | int):
     """
     frame = model.frame_index(frame)
     dtype, (q,) = tr.check(model, q=q)
-    joints = tr.joints(model, q, dtype)
-    world = body_placements(joints)
-    _, origin = _frame_placement(model, world, frame, dtype)
-    zero = 0.0 * q[0]
-    columns = [(zero,) * 6 for _ in range(model.n)]
-    for j in _ancestors(model, model.frame_bodies[frame]):
-        R, p = world[j]
-        z = spatial.matvec(R, joints[j].axis)
-        if joints[j].prismatic:
-            columns[j] = (*z, zero, zero, zero)
-        else:
-            columns[j] = (*spatial.cross(z, spatial.sub(origin, p)), *z)
-    return tr.matrix([[col[r] for col in columns] for r in range(6)])
+    R, p = tr.world_placements(model, q, dtype)
+    w, v = motion_subspaces(model, R, p, dtype)
+    _, origin = _frame_placements(model, (R, p), np.full(model.n, frame), dtype)
+    linear = spatial.add(v, spatial.cross(w, origin))
+    mask = _ancestors(model, model.frame_bodies[frame])
+    return jnp.stack([jnp.where(mask, x, 0.0) for x in (*linear, *w)])

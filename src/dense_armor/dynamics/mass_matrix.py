@@ -4,25 +4,68 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from dense_armor import spatial
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.inverse_dynamics import _rnea
 from dense_armor.model import Model
 
 
+def world_inertia(params, R, p):
+    """Inertial parameters of a body placed at ``(R, p)``, about the world origin in world axes.
+
+    Same as :func:`spatial.rigid_params_to_parent`, written for lanes without the products by
+    structural zeros.
+    """
+    m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = params
+    I = ((ixx, ixy, ixz), (ixy, iyy, iyz), (ixz, iyz, izz))
+    RI = spatial.matmul(R, I)
+    h = spatial.matvec(R, (hx, hy, hz))
+    shift = 2.0 * spatial.dot(h, p) + m * spatial.dot(p, p)
+    mp = spatial.scale(m, p)
+
+    def entry(r, c):
+        x = spatial.dot(RI[r], R[c]) - (p[r] * h[c] + h[r] * p[c] + mp[r] * p[c])
+        return x + shift if r == c else x
+
+    return (m, *spatial.add(h, mp), entry(0, 0), entry(0, 1), entry(1, 1), entry(0, 2), entry(1, 2), entry(2, 2))
+
+
+def motion_subspaces(model: Model, R, p, dtype):
+    """Every joint's motion subspace ``S`` in world coordinates, as lanes ``(w, v)``: a revolute
+    joint turns about ``z = R a`` through ``p`` (``(z, p x z)``), a prismatic one slides along
+    ``z``. ``R``, ``p``: the joints' world placements, as lanes."""
+    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    z = spatial.matvec(R, tr.lanes(model.axis, dtype))
+    pz = spatial.cross(p, z)
+    return tuple(jnp.where(prismatic, 0.0, x) for x in z), tuple(jnp.where(prismatic, x, y) for x, y in zip(z, pz))
+
+
 def _mass_matrix(model: Model, q, dtype):
-    columns = jax.vmap(lambda e: _rnea(model, q, None, e, dtype, gravity=False))(jnp.eye(model.n, dtype=dtype))
-    return 0.5 * (columns + columns.T)
+    R, p = tr.world_placements(model, q, dtype)
+    S = motion_subspaces(model, R, p, dtype)
+    bodies = tr.read(tr.pack([*world_inertia(tr.lanes(model.inertia, dtype), R, p), *S[0], *S[1]]), np.arange(model.n))
+    # composite inertias Ic_j = sum of I_k over the subtree of j
+    D = tr.subtree_mask(model)
+    composite = tr.columns(tr.masked_sum(D, bodies, axis=0), 10)
+    S = tr.columns(bodies, 16)[10:]
+    F = spatial.rigid_momentum(composite, (tuple(S[:3]), tuple(S[3:])))
+    # M_ij = S_i . F_j for i an ancestor of j, and symmetric
+    upper = jnp.where(D.T, sum(a[:, None] * b[None, :] for a, b in zip(S, (*F[0], *F[1]))), 0.0)
+    return upper + upper.T - jnp.where(np.eye(model.n, dtype=bool), upper, 0.0)
 
 
 @jax.jit
 def crba(model: Model, q):
     """Joint-space mass matrix ``M(q)`` (Pinocchio's ``crba``).
 
-    Computed as ``M e_j = rnea(q, 0, e_j)`` without gravity, all ``n`` columns at once as
-    lanes of one vectorised RNEA. On XLA:CPU this fuses into ``n`` kernels and compiles in
-    the time of one RNEA, where a composite-rigid-body recursion written in scalars
-    compiles ``O(n^2)`` separate kernels (measured on Panda: 19 s compile, 107 us a call).
+    The Composite-Rigid-Body Algorithm in world coordinates, over lanes of bodies (see
+    :mod:`dense_armor.dynamics.tree`): world placements by pointer jumping, every body's
+    inertia about the world origin, composite inertias as subtree sums ``Ic_j = sum I_k``
+    (no transforms: all in one frame), ``F_j = Ic_j S_j`` and ``M_ij = S_i . F_j`` for ``i`` an
+    ancestor of ``j``: seven kernels in a chain on Panda, where the CRBA written in scalars, or
+    as a batch of RNEAs with unit accelerations, compiled to dozens of kernels recomputing each
+    other's work.
 
     Args:
         model: the robot.
