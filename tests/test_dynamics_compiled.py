@@ -1,0 +1,78 @@
+"""The compiled shape of the dynamics on Panda: a guard against fusion cliffs, without timing.
+
+XLA:CPU's fusion decisions decide the speed of these functions far more than their arithmetic
+(``docs/benchmarks.md``): a concatenate of more than 8 operands, or a scalar shared by more
+than 15 outputs, splits one kernel into dozens that recompute each other's work, and more than
+8 independent kernels are dispatched to a thread pool at microseconds each. These tests count
+the kernels (fusions) and the multiplications in the optimised HLO, with bounds well above the
+current figures (rnea 3 kernels and about 1.8k multiplications, crba 7 kernels) and well below
+a cliff (rnea once compiled to 9 kernels recomputing 12.5k multiplications, crba to 138).
+"""
+
+from __future__ import annotations
+
+import re
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from urdf_factory import example_robot_urdf
+
+from dense_armor.dynamics import crba, generalized_gravity, joint_torque_regressor, nonlinear_effects, rnea
+from dense_armor.urdf import parse_urdf
+
+PANDA = "panda_description/urdf/panda.urdf"
+
+
+@pytest.fixture(scope="module")
+def panda():
+    model = parse_urdf(example_robot_urdf(PANDA))
+    q, qd, qdd = np.random.default_rng(0).uniform(-1, 1, (3, model.n))
+    return model, q, qd, qdd
+
+
+def compiled_counts(fn, *args) -> tuple[int, int]:
+    """(kernels, multiplications) of the optimised HLO: fusions and library calls at the top
+    level, multiply instructions anywhere."""
+    text = fn.lower(*args).compile().as_text()
+    entry = text[text.index("\nENTRY") :]
+    kernels = len(re.findall(r"^\s*(?:ROOT )?%\S+ = .*? (?:fusion|custom-call|dot)\(", entry, re.M))
+    multiplies = len(re.findall(r" multiply\(", text))
+    return kernels, multiplies
+
+
+@pytest.mark.parametrize(
+    "fn, nargs, max_kernels, max_multiplies",
+    [
+        (rnea, 3, 6, 3000),
+        (nonlinear_effects, 2, 6, 3000),
+        (generalized_gravity, 1, 6, 2000),
+        # at most 8 kernels: XLA:CPU then runs them in order on the calling thread
+        (crba, 1, 8, 1000),
+    ],
+)
+def test_no_fusion_cliff(panda, fn, nargs, max_kernels, max_multiplies):
+    model, *states = panda
+    kernels, multiplies = compiled_counts(fn, model, *states[:nargs])
+    assert kernels <= max_kernels, f"{fn.__name__}: {kernels} kernels > {max_kernels}"
+    assert multiplies <= max_multiplies, f"{fn.__name__}: {multiplies} multiplies > {max_multiplies} (recomputation?)"
+
+
+def test_regressor_compiles_to_few_kernels(panda):
+    model, q, qd, qdd = panda
+    kernels, _ = compiled_counts(joint_torque_regressor, model, q, qd, qdd)
+    assert kernels <= 60, kernels  # 37 now; jacfwd of the RNEA gave 203
+
+
+@pytest.mark.parametrize("fn, nargs", [(rnea, 3), (crba, 1)])
+def test_compiles_once_per_structure(panda, fn, nargs):
+    """New values and a re-parsed model reuse one trace."""
+    model, *states = panda
+    chex.clear_trace_counter()
+    traced = jax.jit(chex.assert_max_traces(n=1)(lambda m, *x: fn(m, *x)))
+    again = parse_urdf(example_robot_urdf(PANDA))
+    for k, m in enumerate((model, again, model)):
+        traced(m, *(jnp.asarray(x) + 0.1 * k for x in states[:nargs]))
+    assert traced._cache_size() == 1
