@@ -1,0 +1,247 @@
+"""Rigid-body dynamics speed: dense_armor against Pinocchio (C++ through its Python bindings).
+
+For the 2-link arm of the design document, UR5 and Panda (7 joints, fingers locked; and with
+its two fingers, 9 joints), float64:
+
+* one call from Python (median over many calls) of ``rnea``, ``crba``, ``generalized_gravity``
+  and ``joint_torque_regressor``, next to Pinocchio's same functions, the dispatch floor of an
+  empty jitted function (``jax.jit(lambda x: x + 1)``) and the floor of a jitted function that
+  takes the model and returns ``q``;
+* the cost per state inside ``jax.lax.scan`` over 10^4 states (``rnea``, ``crba``);
+* one ``vmap`` call over 1024 states of ``(crba, nonlinear_effects, generalized_gravity)``,
+  next to Pinocchio looping over the same states;
+* compile time of each function (``jit(...).lower(...).compile()``, a fresh process, so no
+  compilation cache).
+
+Single calls are measured twice, in two child processes: with JAX's asynchronous CPU dispatch
+(the default) and without (``jax_cpu_enable_async_dispatch = False``). The model is put on the
+device once (``jax.device_put``); a model with NumPy leaves, as ``parse_urdf`` returns it, is
+copied to the device on every call, which costs more than the computation.
+
+Run: ``PYTHONPATH=src python benchmarks/dynamics.py`` (about 4 minutes on 2 cores); it prints
+the tables and replaces the "Rigid-body dynamics" section of ``docs/benchmarks.md``.
+``--robots Panda`` restricts the robots, ``--no-docs`` leaves the docs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import example_robot_urdf, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
+
+HEADING = "Rigid-body dynamics"
+NOTES = """\
+dense_armor against Pinocchio 4.1 (C++ through its Python bindings), float64: the design
+document's 2-link arm, UR5, Panda with its fingers locked (7 joints) and with them (9 joints).
+
+How to read it. "x floor" divides by the dispatch floor of an empty jitted function; a function
+that takes the model pays about 1.7x that before computing anything (the model is an equinox
+pytree of 11 leaves, flattened in Python on every call). The model is put on the device once:
+with the NumPy leaves `parse_urdf` returns, every call copies them again, about 15 us more.
+Medians on a shared 2-core machine; between runs the sub-microsecond and single-call figures
+move by up to 2x with the load of other processes.
+
+What the code does (see `src/dense_armor/dynamics/tree.py`). XLA:CPU's fusion decisions matter
+more than the arithmetic: `rnea`, `nonlinear_effects` and `generalized_gravity` are straight-line
+scalar code that compiles to one kernel plus the sines and cosines of q; `crba`, the regressor and
+the kinematics work on lanes of bodies in world coordinates (pointer jumping for the placements,
+masked sums over the tree for velocities and composite inertias), a chain of about 7 kernels for
+`crba`. The regressor still splits into about 36 small kernels, which XLA:CPU runs on its thread
+pool: its single call is the weak spot."""
+SCAN_STATES = 10_000
+BATCH = 1024
+SINGLE = ("rnea", "crba", "generalized_gravity", "joint_torque_regressor")
+PIN_NAMES = {
+    "rnea": "rnea",
+    "crba": "crba",
+    "generalized_gravity": "computeGeneralizedGravity",
+    "joint_torque_regressor": "computeJointTorqueRegressor",
+}
+
+
+def all_robots() -> dict[str, str]:
+    out = robots()
+    out["Panda + fingers"] = example_robot_urdf("panda_description/urdf/panda.urdf").read_text()
+    return out
+
+
+def _states(n: int, count: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.uniform(-1, 1, (count, n)) for _ in range(3))
+
+
+def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
+    """One child process: every figure for the robots, with the given dispatch mode."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_cpu_enable_async_dispatch", async_dispatch)
+    import jax.numpy as jnp
+
+    from dense_armor import dynamics
+    from dense_armor.urdf import parse_urdf
+
+    results = {}
+    floor = jax.jit(lambda x: x + 1)
+    for name in robot_names:
+        xml = all_robots()[name]
+        model = jax.device_put(parse_urdf(xml))
+        n = model.n
+        q, qd, qdd = (jnp.asarray(x[0]) for x in _states(n, 1))
+        args = {
+            "rnea": (model, q, qd, qdd),
+            "crba": (model, q),
+            "generalized_gravity": (model, q),
+            "joint_torque_regressor": (model, q, qd, qdd),
+        }
+        r = {"n": n}
+        model_floor = jax.jit(lambda model, q: q)
+        for fn, a in ((floor, (q,)), (model_floor, (model, q))):
+            jax.block_until_ready(fn(*a))
+        r["floor"] = median_us(lambda: jax.block_until_ready(floor(q)))
+        r["model_floor"] = median_us(lambda: jax.block_until_ready(model_floor(model, q)))
+        for fn in SINGLE:
+            f = getattr(dynamics, fn)
+            if full:
+                start = time.perf_counter()
+                f.lower(*args[fn]).compile()
+                r[f"compile_{fn}"] = time.perf_counter() - start
+            jax.block_until_ready(f(*args[fn]))
+            r[f"call_{fn}"] = median_us(lambda f=f, a=args[fn]: jax.block_until_ready(f(*a)))
+        if not full:
+            results[name] = r
+            continue
+        for fn, extra in (("nonlinear_effects", (model, q, qd)), ("aba", (model, q, qd, qdd)),
+                          ("forward_kinematics", (model, q))):
+            start = time.perf_counter()
+            getattr(dynamics, fn).lower(*extra).compile()
+            r[f"compile_{fn}"] = time.perf_counter() - start
+        # per state inside lax.scan
+        xs = tuple(jnp.asarray(x) for x in _states(n, SCAN_STATES, seed=1))
+        scans = {
+            "rnea": jax.jit(lambda m, xs: jax.lax.scan(lambda c, x: (c, dynamics.rnea(m, *x)), 0, xs)[1]),
+            "crba": jax.jit(lambda m, xs: jax.lax.scan(lambda c, x: (c, dynamics.crba(m, x[0])), 0, xs)[1]),
+        }
+        for fn, g in scans.items():
+            start = time.perf_counter()
+            jax.block_until_ready(g(model, xs))
+            r[f"compile_scan_{fn}"] = time.perf_counter() - start
+            times = []
+            for _ in range(5):
+                start = time.perf_counter()
+                jax.block_until_ready(g(model, xs))
+                times.append(time.perf_counter() - start)
+            r[f"scan_{fn}"] = float(np.median(times)) / SCAN_STATES * 1e6
+        # one vmap call over a batch of states
+        batch = tuple(jnp.asarray(x) for x in _states(n, BATCH, seed=2))
+
+        def three(m, q, qd):
+            return dynamics.crba(m, q), dynamics.nonlinear_effects(m, q, qd), dynamics.generalized_gravity(m, q)
+
+        vm = jax.jit(jax.vmap(three, in_axes=(None, 0, 0)))
+        start = time.perf_counter()
+        jax.block_until_ready(vm(model, batch[0], batch[1]))
+        r["compile_vmap"] = time.perf_counter() - start
+        r["vmap"] = median_us(lambda: jax.block_until_ready(vm(model, batch[0], batch[1])), repeats=30, warmup=3)
+        # Pinocchio
+        import pinocchio as pin
+
+        pm = pinocchio_model(xml)
+        pdata = pm.createData()
+        pq, pqd, pqdd = (np.asarray(x) for x in (q, qd, qdd))
+        if pm.nq != n:  # continuous joints: (cos, sin)
+            raise ValueError(f"{name}: nq {pm.nq} != n {n}")
+        pin_args = {"rnea": (pq, pqd, pqdd), "crba": (pq,), "generalized_gravity": (pq,),
+                    "joint_torque_regressor": (pq, pqd, pqdd)}
+        for fn in SINGLE:
+            f = getattr(pin, PIN_NAMES[fn])
+            r[f"pin_{fn}"] = median_us(lambda f=f, a=pin_args[fn]: f(pm, pdata, *a))
+        bq, bqd = (np.asarray(x) for x in batch[:2])
+
+        def pin_batch():
+            for k in range(BATCH):
+                pin.crba(pm, pdata, bq[k])
+                pin.nonLinearEffects(pm, pdata, bq[k], bqd[k])
+                pin.computeGeneralizedGravity(pm, pdata, bq[k])
+
+        r["pin_vmap"] = median_us(pin_batch, repeats=5, warmup=1)
+        results[name] = r
+    return results
+
+
+def child(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
+    command = [sys.executable, __file__, "--child", "--robots", *robot_names, "--async-dispatch",
+               "on" if async_dispatch else "off"] + ([] if full else ["--calls-only"])
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=os.environ)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fmt(x: float, digits: int = 1) -> str:
+    return f"{x:.{digits}f}" if x < 100 else f"{x:.0f}"
+
+
+def render(sync: dict, asyn: dict) -> str:
+    parts = []
+    rows = []
+    for name, r in sync.items():
+        a = asyn[name]
+        rows.append([f"{name} (n={r['n']})", "dispatch floor `jit(lambda x: x + 1)`", "", fmt(r["floor"]), fmt(a["floor"]), "", "1.0"])
+        rows.append(["", "floor with the model `jit(lambda m, q: q)`", "", fmt(r["model_floor"]), fmt(a["model_floor"]), "",
+                     fmt(r["model_floor"] / r["floor"], 2)])
+        for fn in SINGLE:
+            pin_us, ours = r[f"pin_{fn}"], r[f"call_{fn}"]
+            rows.append(["", f"`{fn}`", fmt(pin_us, 2), fmt(ours), fmt(a[f"call_{fn}"]), fmt(ours / pin_us, 1),
+                         fmt(ours / r["floor"], 2)])
+    parts.append("One call from Python, median us (dense_armor without and with asynchronous dispatch; "
+                 "ratios use the synchronous figure):\n\n" + table(
+        ["robot", "function", "Pinocchio", "dense_armor (sync)", "dense_armor (async)", "x Pinocchio", "x floor"], rows))
+    rows = []
+    for name, r in sync.items():
+        for fn in ("rnea", "crba"):
+            rows.append([name, f"`{fn}` per state in `lax.scan` over 10^4", fmt(r[f"pin_{fn}"], 2), fmt(r[f"scan_{fn}"], 2),
+                         fmt(r[f"scan_{fn}"] / r[f"pin_{fn}"], 2)])
+        rows.append([name, "1024 states of `(crba, nonlinear_effects, generalized_gravity)`, one `vmap` call",
+                     fmt(r["pin_vmap"] / 1e3, 2) + " ms", fmt(r["vmap"] / 1e3, 2) + " ms", fmt(r["vmap"] / r["pin_vmap"], 2)])
+    parts.append("Throughput, us per state (Pinocchio: one call from Python per state), synchronous dispatch:\n\n" + table(
+        ["robot", "workload", "Pinocchio", "dense_armor", "x Pinocchio"], rows))
+    fns = [*SINGLE, "nonlinear_effects", "aba", "forward_kinematics"]
+    rows = [[name, *(fmt(r[f"compile_{fn}"], 2) for fn in fns), fmt(r["compile_scan_rnea"], 2), fmt(r["compile_scan_crba"], 2),
+             fmt(r["compile_vmap"], 2)] for name, r in sync.items()]
+    parts.append("Compile time, s (fresh process; the scan and vmap figures include one run):\n\n" + table(
+        ["robot", *(f"`{fn}`" for fn in fns), "scan `rnea`", "scan `crba`", "vmap of three"], rows))
+    return "\n\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robots", nargs="+", default=list(all_robots()))
+    parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--calls-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--async-dispatch", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.robots, args.async_dispatch == "on", not args.calls_only)))
+        return
+    start = time.perf_counter()
+    sync = child(args.robots, async_dispatch=False, full=True)
+    asyn = child(args.robots, async_dispatch=True, full=False)
+    body = render(sync, asyn)
+    print(body)
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+    if not args.no_docs:
+        command = "PYTHONPATH=src python benchmarks/dynamics.py" + ("" if args.robots == list(all_robots()) else " --robots " + " ".join(args.robots))
+        write_section(HEADING, NOTES + "\n\n" + body, command)
+
+
+if __name__ == "__main__":
+    main()
