@@ -93,12 +93,19 @@ def test_seed_benchmark_noise_free_through_the_documented_api():
 
 
 def test_seed_benchmark_with_noise(seed, fits):
-    tau_test = seed[5]
-    _, _, (_, _, predictions, report) = fits
+    nominal, tau_test = seed[0], seed[5]
+    _, trajectories, (_, _, predictions, report) = fits
     rmse = np.sqrt(np.mean((np.asarray(predictions[1:21]) - tau_test) ** 2, axis=(1, 2)))
     # RMSE ~ sigma sqrt(p / rows) = 0.01 sqrt(10 / 80): <= 4e-3 on average over noise draws
-    # (measured mean 3.4e-3, worst 5.5e-3), against 0.193 for the five-feature learner noise-free.
+    # (measured mean 3.4e-3, worst 5.5e-3: 16 of 20 draws), against 0.193 for the five-feature
+    # learner noise-free. The default learner has 6 friction columns the seed arm does not need.
     assert rmse.mean() <= 4e-3 and rmse.max() < 6e-3
+    # The seed arm's real robot is the payload alone (no friction): the payload-only learner
+    # has 4 excited parameters, RMSE ~ 0.01 sqrt(4 / 80). Measured mean 2.1e-3, 19 of 20 draws
+    # <= 4e-3, the worst (draw 16) 4.4e-3; over 1000 draws 0.7 % exceed 4e-3 (benchmarks/payload.py).
+    only = _fit_batch(_learner(nominal, friction=False), _at(trajectories, slice(1, 21)), seed[4])[2]
+    rmse_only = np.sqrt(np.mean((np.asarray(only) - tau_test) ** 2, axis=(1, 2)))
+    assert rmse_only.mean() <= 2.5e-3 and rmse_only.max() < 4.5e-3 and (rmse_only <= 4e-3).sum() >= 19
     mass = np.asarray(report.mass[1:21])
     np.testing.assert_array_less(np.abs(mass - 0.5), 0.02)
     # The running noise estimate and the standard deviations are calibrated.
@@ -267,9 +274,17 @@ def test_no_covariance_windup_at_rest(seed):
     assert np.trace(block, axis1=-2, axis2=-1).max() <= 1.0  # bounded (the textbook update: 1e44)
     # The unexcited directions keep their prior covariance exactly: nothing to wind up.
     np.testing.assert_array_equal(P[..., 3:9, 3:9], np.broadcast_to(1e6 * np.eye(6), P[..., 3:9, 3:9].shape))
-    worst = np.abs(error[:, :, 2200:2250]).max(axis=(1, 2, 3))
-    # Issue target 0.01 N m: met at lam = 0.98 (measured 0.0073); at lam = 0.95 (a 20-sample
-    # memory) the worst of the 20 seeds is 0.0103, 19 seeds <= 0.0087; the textbook update: 20 N m.
+    after = error[:, :, 2200:2250]
+    # Issue target "worst error over the 50 samples after motion resumes <= 0.01 N m". Read as
+    # tests/test_learners.py reads it for the five-feature learner (its 0.55), the RMSE of the
+    # worst seed: measured 0.0036 at lam = 0.95, 0.0025 at 0.98 (the textbook update: 1.6).
+    per_seed = np.sqrt(np.mean(after**2, axis=(2, 3)))
+    assert per_seed.max() <= 0.01, per_seed.max(axis=1)
+    # Read as the largest single error: met at lam = 0.98 (measured 0.0073); at lam = 0.95 (a
+    # 20-sample memory) the worst of the 20 seeds is 0.0103, 19 seeds <= 0.0087 (without the
+    # rest, the same motion and noise: 0.0088; at rest only the offset columns are excited,
+    # and their estimate is then the last ~20 samples' average); the textbook update: 16 N m.
+    worst = np.abs(after).max(axis=(1, 2, 3))
     assert worst[1] <= 0.01 and worst[0] < 0.011
 
 
@@ -321,6 +336,15 @@ def test_innovation_trigger_on_the_drift_benchmark(seed):
     rmse = lambda a, b: np.sqrt(np.mean((np.asarray(prediction)[:, a:b] - true[:, a:b]) ** 2, axis=(1, 2)))
     # Targets over seeds 0-199: 200-229 mean <= 0.15 (0.140) and worst <= 0.22 (0.218).
     assert rmse(200, 230).max() <= 0.22 and rmse(300, 400).max() <= 0.003
+    # Over 230-299 the learner is at the noise limit of its 10 parameters: a learner restarted
+    # exactly at the change with a flat prior (least squares on the new regime alone) does no
+    # better (seeds 0-199, benchmarks/drift.py: mean 0.00302 vs 0.00299, worst 0.00525 vs 0.00536).
+    plain = _learner(nominal)
+    restarted = jax.jit(jax.vmap(lambda t: learners.replay(plain, plain.init(jnp.float64), t)[1].prediction))(
+        Sample(q[:, 200:], qd[:, 200:], qdd[:, 200:], (true + noise)[:, 200:])
+    )
+    bound = np.sqrt(np.mean((np.asarray(restarted)[:, 30:100] - true[:, 230:300]) ** 2, axis=(1, 2)))
+    assert rmse(230, 300).mean() <= 1.05 * bound.mean(), (rmse(230, 300).mean(), bound.mean())
     # The report is the new regime's: the noise statistics restarted at the alarm.
     np.testing.assert_allclose(report.mass, 0.5, atol=0.02)
     np.testing.assert_allclose(report.viscous, 0.2, atol=0.02)
@@ -381,7 +405,7 @@ def test_float32_tracks_float64_over_1e5_samples():
     positive semi-definite (from the 10th sample: 20 equations for the 10 excited parameters),
     and the predictions track float64's. Measured (delta = 1e6 / 1e3): largest difference
     2.2e-2 / 4.7e-5 N m over samples 0-999 and 3.0e-5 / 1.3e-5 N m from sample 1000 on;
-    smallest eigenvalue of P over the largest, from sample 10 on: 7e-11 / 1.3e-8 (with
+    smallest eigenvalue of P over the largest, from sample 10 on: 1.3e-11 / 1.3e-8 (with
     delta = 1e6, P is indefinite, by 1e-4 of its largest eigenvalue, in samples 0-5 only:
     float32 rounding of the 1e6 prior)."""
     vertical = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))

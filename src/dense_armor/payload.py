@@ -53,9 +53,10 @@ of its largest eigenvalue while there are fewer equations than excited parameter
 0-5), and the predictions differ by up to 2e-2 N m over the first 1000 samples; with
 ``delta = 1e3`` they stay within 5e-5 N m throughout and ``P`` is positive semi-definite
 throughout. For float32 use ``delta`` of 1e2-1e4. At ``delta = 1e6`` the Joseph form
-(``joseph=True``) did worse early (differences up to 1.8 N m over the first 1000 samples) and
-updating the stacked rows one at a time did no better (``P`` indefinite in samples 0-5 all the
-same, 0.1 N m early differences); no square-root form is implemented.
+(``joseph=True``) does worse (differences up to 1.8 N m over the first 1000 samples, and ``P``
+still indefinite by 2e-6 of its largest eigenvalue later on) and updating the stacked rows one
+at a time did no better (``P`` indefinite in samples 0-5 all the same, 0.1 N m early
+differences); no square-root form is implemented.
 
 Physical report. :func:`payload_estimate` turns ``w`` and ``P`` into mass, centre of mass,
 rotational inertia about the centre of mass and friction coefficients, each with a standard
