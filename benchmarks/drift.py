@@ -18,7 +18,9 @@ the design document's drift-aware learner with its documented Hampel and CUSUM s
 (``DriftAwareResidualDynamicsLearner`` defaults, ``drift_h`` = 20, 10, 5), the innovation
 trigger (:class:`dense_armor.drift.Innovation`, re-opening the covariance on an alarm) on the
 five-feature learner, and the payload learner (:mod:`dense_armor.payload`) with the same trigger
-when that module is present.
+when that module is present, with its default friction columns (viscous, Coulomb, offset) and
+with viscous and Coulomb only; ``--check`` also reports, for each, the bound of a learner of
+the same structure restarted exactly at the change with a flat prior.
 
 Also measures the covariance wind-up protocol (issue 4, part 3) and float32 against float64
 over 10^5 samples (part 4), which tests/test_learners.py asserts.
@@ -131,6 +133,24 @@ def payload_learner():
     return PayloadLearner(NOMINAL, **kwargs)
 
 
+def payload_learner_viscous_coulomb():
+    """The payload learner with only the friction terms of the benchmark's change (viscous and
+    Coulomb, no offset columns), otherwise as :func:`payload_learner`: 8 excited parameters
+    instead of 10."""
+    return PayloadLearner(NOMINAL, friction=("viscous", "coulomb"), detector=Innovation(), reopen=100.0)
+
+
+def restarted(learner_without_detector, trajectory, true) -> dict:
+    """The bound for a learner that responds to the change: the same structure restarted
+    exactly at the change with a flat prior (it knows the change point; least squares on the
+    new regime's data alone). Per-seed RMSE over the windows after the change."""
+    after = jax.tree.map(lambda a: a[:, CHANGE:], trajectory)
+    state = learner_without_detector.init(jnp.float64)
+    _, out = _replay_seeds(learner_without_detector, state, after)
+    err = np.asarray(out.prediction) - true[:, CHANGE:]
+    return {w: np.sqrt(np.mean(err[:, w[0] - CHANGE : w[1] - CHANGE] ** 2, axis=(1, 2))) for w in WINDOWS[1:]}
+
+
 def learners() -> dict[str, object]:
     """The table's rows: name -> functional learner."""
     rows = {
@@ -146,6 +166,7 @@ def learners() -> dict[str, object]:
     }
     if PayloadLearner is not None:
         rows["payload learner + innovation"] = payload_learner()
+        rows["payload learner (viscous, Coulomb) + innovation"] = payload_learner_viscous_coulomb()
     return rows
 
 
@@ -212,8 +233,14 @@ def check(print_=print) -> tuple[str, bool]:
         "five-feature + innovation (lam = 1)": (innovation_learner(), 0.31, None),
         "five-feature + innovation (wrapper defaults)": (_wrapper(trigger="innovation"), 0.31, None),
     }
+    bounds = {}
     if PayloadLearner is not None:
         subjects["payload learner + innovation"] = (payload_learner(), 0.15, 0.22)
+        subjects["payload learner (viscous, Coulomb) + innovation"] = (payload_learner_viscous_coulomb(), 0.15, 0.22)
+        bounds["payload learner + innovation"] = restarted(PayloadLearner(NOMINAL), trajectory, true)
+        bounds["payload learner (viscous, Coulomb) + innovation"] = restarted(
+            PayloadLearner(NOMINAL, friction=("viscous", "coulomb")), trajectory, true
+        )
     for name, (learner, target_mean, target_worst) in subjects.items():
         r = evaluate(learner, trajectory, true)
         s = evaluate(learner, small, small_true)
@@ -234,6 +261,11 @@ def check(print_=print) -> tuple[str, bool]:
                 m = r["rmse"][w]
                 checks.append((f"RMSE {w[0]}-{w[1] - 1} mean", f"<= {t}", f"{m.mean():.4f}", m.mean() <= t))
                 checks.append((f"RMSE {w[0]}-{w[1] - 1} worst", f"<= {t}", f"{m.max():.4f}", m.max() <= t))
+                b = bounds[name][w]
+                checks.append((
+                    f"bound: restarted at 200, flat prior, RMSE {w[0]}-{w[1] - 1} mean / worst",
+                    "(reported)", f"{b.mean():.4f} / {b.max():.4f}", True,
+                ))
         elif "lam = 1" in name:
             checks.append(("RMSE 150-199 vs lam = 1 (mean)", f"<= {pre_base.mean():.5f}", f"{pre.mean():.5f}", pre.mean() <= pre_base.mean() * (1 + 1e-9)))
         else:  # lam = 0.99 forgets a little before the change, by design
@@ -352,7 +384,7 @@ def plot(results: dict, sigma: float, path: Path = FIGURE) -> None:
     t = np.arange(T)
     for i, name in enumerate(names):
         ax.semilogy(t, results[name]["curve"], lw=1.3 if "innovation" in name or "payload" in name else 0.9,
-                    color=colors[i % 10], label=name)
+                    color=colors[i % 10], ls="-" if i < 10 else "--", label=name)
         frac = results[name]["alarm"].mean(axis=0)
         hit = frac > 0
         axa.scatter(t[hit], np.full(hit.sum(), i), s=6 + 60 * frac[hit], color=colors[i % 10], marker="|")
@@ -414,6 +446,16 @@ first alarm index (a value below 200 is a false alarm); "first alarm >= 200": th
   every joint's covariance, keeping its weights, and restarts the detector, which learns the
   new regime's error level before it arms again. With `lam = 1` the learner is exactly the
   `lam = 1` learner until the change, so it loses nothing before it.
+- The payload learner (`dense_armor.payload`) with the same trigger re-opens its covariance by
+  100 (its wrapper's default). Over samples 230-299 its error is at the noise limit of the
+  parameters it estimates: a learner of the same structure restarted exactly at sample 200
+  with a flat prior (least squares on the new regime's data alone, knowing the change point;
+  the "bound" rows of the targets) has the same worst seed. Re-opening by 1e3 or 1e4 instead
+  (flatter) gives the same numbers, by 10 (a prior std of 0.03 in the parameters, smaller than
+  the change) worse ones: the size of the re-opening cannot buy accuracy here, only fewer
+  parameters can. With the default friction columns (viscous, Coulomb and a constant offset
+  per joint: 10 excited parameters) the worst of 200 seeds misses 0.005; with only the terms
+  the benchmark's change has (viscous and Coulomb: 8 parameters) every target is met.
 """
 
 

@@ -6,7 +6,8 @@
    ``default_rng(0).uniform(-1, 1, (40, 3, 2))`` to learn and ``(20, 3, 2)`` to test; RMSE
    against the real (noise-free) torque; noise-free, and with sigma = 0.01 N m on the learned
    torques (``default_rng(1000 + k)``, k = 0-19). URDF alone, the five-feature learner and the
-   payload learner (with and without its friction columns).
+   payload learner (all friction columns, viscous and Coulomb, none). Also the mean RMSE and
+   the share of draws above 4e-3 over draws k = 0-999.
 2. Payload benchmark: Panda (fingers locked) and UR5 carry a payload of known mass, centre of
    mass and inertia (rotated box) on a link behind the last joint (``panda_hand``, ``tool0``),
    plus viscous and Coulomb friction on every joint; measured torques with noise sigma =
@@ -18,9 +19,14 @@
 3. Covariance wind-up protocol (issue 4 part 3, as benchmarks/drift.py): 200 exciting samples,
    2000 at rest (q held, qd = qdd = 0), 200 exciting; payload and friction on the real robot;
    sigma = 0.01; seeds 0-19.
+   Also the same motion and noise without the rest (reference), and both readings of the
+   issue's "worst error": the worst seed's RMSE and the largest single error.
 4. Drift targets (issue 4 part 2) of the payload learner with the innovation trigger as its
-   wrapper configures it (``trigger="innovation"``: ``reopen = 100``), seeds 0-199, using
-   benchmarks/drift.py's data and scoring.
+   wrapper configures it (``trigger="innovation"``: ``reopen = 100``), with the default friction
+   columns and with viscous and Coulomb only, seeds 0-199, using benchmarks/drift.py's data and
+   scoring; and the bound of a learner restarted exactly at the change with a flat prior.
+5. float32 against float64 over 10^5 samples at ``lam = 0.99`` (issue 4 part 4; as
+   tests/test_payload.py), ``delta`` 1e6 and 1e3, textbook and Joseph covariance forms.
 
 Writes the tables to docs/benchmarks.md, section "Payload learner".
 """
@@ -75,6 +81,7 @@ PAYLOADS = {
     "UR5": dict(link="tool0", mass=2.0, com=np.array([0.02, -0.01, 0.06]), inertia=_box(2.0, (0.1, 0.1, 0.12), (-0.2, 0.4, 0.1))),
 }
 SIGMA = 0.05
+DRAWS = 1000  # noise draws for the seed benchmark's tail probability (the table's columns use 0-19)
 
 
 # --- 1. seed benchmark --------------------------------------------------------------------
@@ -97,19 +104,27 @@ def seed_benchmark(print_=print) -> str:
     train = rng.uniform(-1, 1, (40, 3, 2)).transpose(1, 0, 2)
     test = rng.uniform(-1, 1, (20, 3, 2)).transpose(1, 0, 2)
     tau, tau_test = np.asarray(_torques(real, *train)), np.asarray(_torques(real, *test))
-    noise = 0.01 * np.stack([np.random.default_rng(1000 + k).standard_normal(tau.shape) for k in range(20)])
-    batch = Sample(*(np.broadcast_to(a, (21, *a.shape)) for a in train), np.concatenate([tau[None], tau + noise]))
+    # Noise draws k = 0-19 (the benchmark) and k = 0-999 (the tail probability), each
+    # default_rng(1000 + k) on the 40 learned torques.
+    noise = 0.01 * np.stack([np.random.default_rng(1000 + k).standard_normal(tau.shape) for k in range(DRAWS)])
+    batch = Sample(*(np.broadcast_to(a, (DRAWS + 1, *a.shape)) for a in train), np.concatenate([tau[None], tau + noise]))
     rmse = lambda pred: np.sqrt(np.mean((np.asarray(pred) - tau_test) ** 2, axis=(-2, -1)))
-    rows = [["URDF alone", f"{rmse(_torques(nominal, *test)):.3f}", "-", "-", "-", "-"]]
+    rows = [["URDF alone", f"{rmse(_torques(nominal, *test)):.3f}", "-", "-", "-", "-", "-"]]
     subjects = {
         "five-feature learner (lam = 1)": ResidualLearner(nominal),
-        "payload learner (friction: viscous, Coulomb, offset)": PayloadLearner(nominal),
-        "payload learner (friction=False)": PayloadLearner(nominal, friction=False),
+        "payload learner, default (friction: viscous, Coulomb, offset)": PayloadLearner(nominal),
+        "payload learner, friction=('viscous', 'coulomb')": PayloadLearner(nominal, friction=("viscous", "coulomb")),
+        "payload learner, friction=False (the seed arm's structure: payload only)": PayloadLearner(nominal, friction=False),
     }
     for name, learner in subjects.items():
         states, predictions = _fit_batch(learner, batch, test)
-        r = rmse(predictions)
-        cells = [f"{r[0]:.2e}" if r[0] < 1e-3 else f"{r[0]:.3f}", f"{r[1:].mean():.4f} / {r[1:].max():.4f}", f"{(r[1:] <= 4e-3).sum()} of 20"]
+        r_all = rmse(predictions)
+        r = r_all[:21]
+        cells = [
+            f"{r[0]:.2e}" if r[0] < 1e-3 else f"{r[0]:.3f}", f"{r[1:].mean():.4f} / {r[1:].max():.4f}",
+            f"{(r[1:] <= 4e-3).sum()} of 20", f"{r_all[1:].mean():.4f} / {(r_all[1:] > 4e-3).mean() * 100:.1f} %",
+        ]
+        states = jax.tree.map(lambda a: a[:21], states)
         if isinstance(learner, PayloadLearner):
             report = _estimate_batch(learner, states)
             mass = np.abs(np.asarray(report.mass) - 0.5)
@@ -119,7 +134,8 @@ def seed_benchmark(print_=print) -> str:
         rows.append([name, *cells])
     text = table(
         ["seed benchmark", "RMSE noise-free (N m)", "RMSE sigma = 0.01, mean / worst of 20", "draws <= 4e-3",
-         "mass error noise-free (kg)", "mass error sigma = 0.01, worst (kg)"],
+         f"{DRAWS} draws: mean RMSE / share > 4e-3",
+         "mass error noise-free (kg)", "mass error sigma = 0.01, worst of 20 (kg)"],
         rows,
     )
     print_(text)
@@ -262,49 +278,62 @@ def robot_benchmark(quick: bool, print_=print) -> str:
 # --- 3. wind-up ------------------------------------------------------------------------------
 
 
-@jax.jit
-def _windup(learner, s, tau, truth):
+@partial(jax.jit, static_argnums=4)
+def _windup(learner, s, tau, truth, resume):
+    """Errors against the true torque at every sample, and ``P`` when motion resumes."""
+
     def body(state, x):
         state, out = learner.step(state, Sample(*x[:4]))
         return state, out.prediction - x[4]
 
     data = (*s, tau, truth)
-    state, before = jax.lax.scan(body, learner.init(jnp.float64), jax.tree.map(lambda a: a[:2200], data))
-    _, after = jax.lax.scan(body, state, jax.tree.map(lambda a: a[2200:], data))
+    state, before = jax.lax.scan(body, learner.init(jnp.float64), jax.tree.map(lambda a: a[:resume], data))
+    _, after = jax.lax.scan(body, state, jax.tree.map(lambda a: a[resume:], data))
     return jnp.concatenate([before, after]), state.rls.P
 
 
 def windup(print_=print) -> str:
     nominal, real = parse_urdf(minimal_urdf()), parse_urdf(minimal_urdf(payload_mass=0.5))
-    runs = []
-    for k in range(20):
-        rng = np.random.default_rng(k)
-        a, b = rng.uniform(-1, 1, (200, 3, 2)), rng.uniform(-1, 1, (200, 3, 2))
-        rest = np.zeros((2000, 3, 2))
-        rest[:, 0] = a[-1, 0]
-        s = np.concatenate([a, rest, b]).transpose(1, 0, 2)
-        truth = np.asarray(_torques(real, *s)) + 0.2 * s[1] + 0.1 * np.sign(s[1])
-        runs.append((s, truth + 0.01 * np.random.default_rng(1000 + k).standard_normal(truth.shape), truth))
-    s, tau, truth = (np.stack(x) for x in zip(*runs))
     lams = np.array([0.95, 0.98, 0.99])
     excited = [0, 1, 2, 9, *range(10, 16)]
     rows = []
-    for forgetting in ("directional", "exponential"):
-        batch = jax.vmap(lambda lam: PayloadLearner(nominal, lam=lam, forgetting=forgetting))(jnp.asarray(lams))
-        run = jax.vmap(jax.vmap(_windup, in_axes=(None, 0, 0, 0)), in_axes=(0, None, None, None))
-        error, P = (np.asarray(a) for a in run(batch, s, tau, truth))
-        trace = np.trace(P[..., excited, :][..., excited], axis1=-2, axis2=-1)
-        for i, lam in enumerate(lams):
-            after = np.abs(error[i, :, 2200:2250])
-            worst = after.max(axis=(1, 2))
-            rows.append([
-                f"{lam}", forgetting + (" (default)" if forgetting == "directional" else " (textbook)"),
-                f"{trace[i].max():.3g}", f"{np.sqrt(np.mean(after**2, axis=(1, 2))).mean():.4f}",
-                f"{worst.max():.4f}", f"{int((worst <= 0.01).sum())} of 20",
-            ])
+    for rest_length in (2000, 0):
+        # The protocol, and the same motion and noise without the rest (the error the learner
+        # makes anyway at that forgetting factor).
+        runs = []
+        for k in range(20):
+            rng = np.random.default_rng(k)
+            a, b = rng.uniform(-1, 1, (200, 3, 2)), rng.uniform(-1, 1, (200, 3, 2))
+            rest = np.zeros((rest_length, 3, 2))
+            rest[:, 0] = a[-1, 0]
+            s = np.concatenate([a, rest, b]).transpose(1, 0, 2)
+            truth = np.asarray(_torques(real, *s)) + 0.2 * s[1] + 0.1 * np.sign(s[1])
+            noise = 0.01 * np.random.default_rng(1000 + k).standard_normal((2400, 2))
+            noise = np.concatenate([noise[: 200 + rest_length], noise[2200:]])
+            runs.append((s, truth + noise, truth))
+        s, tau, truth = (np.stack(x) for x in zip(*runs))
+        resume = 200 + rest_length
+        for forgetting in ("directional", "exponential") if rest_length else ("directional",):
+            batch = jax.vmap(lambda lam: PayloadLearner(nominal, lam=lam, forgetting=forgetting))(jnp.asarray(lams))
+            one = lambda learner, s, tau, truth: _windup(learner, s, tau, truth, resume)  # noqa: E731
+            run = jax.vmap(jax.vmap(one, in_axes=(None, 0, 0, 0)), in_axes=(0, None, None, None))
+            error, P = (np.asarray(a) for a in run(batch, s, tau, truth))
+            trace = np.trace(P[..., excited, :][..., excited], axis1=-2, axis2=-1)
+            for i, lam in enumerate(lams):
+                after = error[i, :, resume : resume + 50]
+                worst = np.abs(after).max(axis=(1, 2))
+                per_seed = np.sqrt(np.mean(after**2, axis=(1, 2)))
+                rows.append([
+                    f"{lam}", forgetting + (" (default)" if forgetting == "directional" else " (textbook)"),
+                    "2000 samples" if rest_length else "none (reference)",
+                    f"{trace[i].max():.3g}" if rest_length else "-",
+                    f"{per_seed.mean():.4f} / {per_seed.max():.4f}",
+                    f"{worst.max():.4f}", f"{int((worst <= 0.01).sum())} of 20",
+                ])
     text = table(
-        ["lam", "forgetting", "trace of P, excited block, end of rest (max)", "RMSE 50 samples after motion resumes (mean)",
-         "worst abs error there (N m)", "seeds <= 0.01 N m"],
+        ["lam", "forgetting", "rest", "trace of P, excited block, end of rest (max)",
+         "RMSE 50 samples after motion resumes, per seed (mean / worst)",
+         "max abs error there, worst seed (N m)", "seeds with max abs error <= 0.01 N m"],
         rows,
     )
     print_(text)
@@ -320,21 +349,108 @@ def drift_targets(quick: bool, print_=print) -> str:
     seeds = range(40 if quick else 200)
     trajectory, true = D.drift_data(seeds, 0.01)
     small, small_true = D.drift_data(range(50), 0.01, scale=0.1)
-    base = D.evaluate(PayloadLearner(D.NOMINAL), trajectory, true)
-    learner = PayloadResidualDynamicsLearner(D.NOMINAL, trigger="innovation").learner
-    r, sm = D.evaluate(learner, trajectory, true), D.evaluate(learner, small, small_true)
-    w = r["rmse"]
-    delay = sm["detect"] - D.CHANGE
-    rows = [
-        ["false alarms before 200", "0 on every seed", f"{int(r['false'].sum())}"],
-        ["first alarm at or after 200", "200 (<= 202) on every seed", D._fmt_first(r["detect"])],
-        ["RMSE 200-229 (mean / worst)", "<= 0.15 / 0.22", f"{w[(200, 230)].mean():.4f} / {w[(200, 230)].max():.4f}"],
-        ["RMSE 230-299 (mean / worst)", "<= 0.005", f"{w[(230, 300)].mean():.4f} / {w[(230, 300)].max():.4f}"],
-        ["RMSE 300-399 (mean / worst)", "<= 0.003", f"{w[(300, 400)].mean():.4f} / {w[(300, 400)].max():.4f}"],
-        ["RMSE 150-199 vs payload learner at lam = 1 (mean)", "no worse", f"{w[(150, 200)].mean():.5f} vs {base['rmse'][(150, 200)].mean():.5f}"],
-        ["10 % change: delay, every seed of 50", "<= 10", D._fmt_first(delay) if (delay >= 0).all() else f"missed on {(delay < 0).sum()}"],
+    subjects = {
+        "default (viscous, Coulomb, offset)": (
+            PayloadResidualDynamicsLearner(D.NOMINAL, trigger="innovation").learner, PayloadLearner(D.NOMINAL)),
+        "friction=('viscous', 'coulomb')": (
+            D.payload_learner_viscous_coulomb(), PayloadLearner(D.NOMINAL, friction=("viscous", "coulomb"))),
+    }
+    columns = {}
+    for name, (learner, plain) in subjects.items():
+        base = D.evaluate(plain, trajectory, true)
+        r, sm = D.evaluate(learner, trajectory, true), D.evaluate(learner, small, small_true)
+        bound = D.restarted(plain, trajectory, true)
+        w = r["rmse"]
+        delay = sm["detect"] - D.CHANGE
+        columns[name] = [
+            f"{int(r['false'].sum())}",
+            D._fmt_first(r["detect"]),
+            f"{w[(200, 230)].mean():.4f} / {w[(200, 230)].max():.4f}",
+            f"{w[(230, 300)].mean():.4f} / {w[(230, 300)].max():.4f}",
+            f"{w[(300, 400)].mean():.4f} / {w[(300, 400)].max():.4f}",
+            f"{bound[(230, 300)].mean():.4f} / {bound[(230, 300)].max():.4f}",
+            f"{w[(150, 200)].mean():.5f} vs {base['rmse'][(150, 200)].mean():.5f}",
+            D._fmt_first(delay) if (delay >= 0).all() else f"missed on {(delay < 0).sum()}",
+        ]
+    targets = [
+        ("false alarms before 200", "0 on every seed"),
+        ("first alarm at or after 200", "200 (<= 202) on every seed"),
+        ("RMSE 200-229 (mean / worst)", "<= 0.15 / 0.22"),
+        ("RMSE 230-299 (mean / worst)", "<= 0.005"),
+        ("RMSE 300-399 (mean / worst)", "<= 0.003"),
+        ("bound: restarted exactly at 200, flat prior, RMSE 230-299", "(reported)"),
+        ("RMSE 150-199 vs the same learner at lam = 1 without trigger (mean)", "no worse"),
+        ("10 % change: delay, every seed of 50", "<= 10"),
     ]
-    text = table([f"payload learner + innovation, seeds 0-{seeds[-1]}, sigma = 0.01", "target", "measured"], rows)
+    rows = [[what, target, *(columns[name][i] for name in subjects)] for i, (what, target) in enumerate(targets)]
+    text = table(
+        [f"payload learner + innovation (reopen = 100), seeds 0-{seeds[-1]}, sigma = 0.01", "target",
+         *(f"friction: {name}" for name in subjects)],
+        rows,
+    )
+    print_(text)
+    return text
+
+
+# --- 5. float32 ----------------------------------------------------------------------------
+
+
+@partial(jax.jit, static_argnums=3)
+def _replay_chunks(learner, state, traj, first):
+    """Predictions at every sample, ``P`` after each of the first ``first`` samples and after
+    every 10th sample (``traj`` reshaped to (chunks, 10, ...))."""
+    step = lambda s, x: learner.step(s, x)  # noqa: E731
+    head = jax.tree.map(lambda a: a[0], traj)
+
+    def early(s, x):
+        s, o = step(s, x)
+        return s, (o.prediction, s.rls.P)
+
+    _, (_, P_first) = jax.lax.scan(early, state, jax.tree.map(lambda a: a[:first], head))
+
+    def chunk(s, xs):
+        s, o = jax.lax.scan(step, s, xs)
+        return s, (o.prediction, s.rls.P)
+
+    _, (prediction, P) = jax.lax.scan(chunk, state, traj)
+    return prediction, P, P_first
+
+
+def float32_study(print_=print) -> str:
+    """float32 vs float64, lam = 0.99, 10^5 samples, the arm in a vertical plane, payload and
+    friction, sigma = 0.01 (as tests/test_payload.py)."""
+    vertical = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))
+    real = parse_urdf(minimal_urdf(payload_mass=0.5), gravity=(0.0, -9.81, 0.0))
+    T = 100_000
+    X = np.random.default_rng(9).uniform(-1, 1, (T, 3, 2))
+    q, qd, qdd = X[:, 0], X[:, 1], X[:, 2]
+    tau = np.asarray(_torques(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
+    tau = tau + 0.01 * np.random.default_rng(1009).standard_normal(tau.shape)
+    traj = jax.tree.map(lambda a: a.reshape(T // 10, 10, *a.shape[1:]), Sample(q, qd, qdd, tau))
+    traj32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), traj)
+    rows = []
+    for delta in (1e6, 1e3):
+        for joseph in (False, True):
+            learner = PayloadLearner(vertical, lam=0.99, delta=delta, joseph=joseph)
+            p64 = np.asarray(_replay_chunks(learner, learner.init(jnp.float64), traj, 10)[0]).reshape(T, 2)
+            p32, P32, P_first = (np.asarray(a, np.float64) for a in _replay_chunks(learner, learner.init(jnp.float32), traj32, 10))
+            diff = np.abs(p32.reshape(T, 2) - p64).max(axis=-1)
+            ratio = lambda P: (lambda e: e.min(-1) / e.max(-1))(np.linalg.eigvalsh(P))  # noqa: E731
+            early, later = ratio(P_first), ratio(P32)
+            indefinite = np.flatnonzero(early < 0)
+            rows.append([
+                f"{delta:g}", "Joseph" if joseph else "textbook (default)",
+                str(bool(np.isfinite(p32).all() and np.isfinite(P32).all())),
+                str(bool((P32 == np.swapaxes(P32, -1, -2)).all())),
+                f"{early.min():.1e}" + (f" (samples {indefinite.min()}-{indefinite.max()} indefinite)" if indefinite.size else ""),
+                f"{later.min():.1e}",
+                f"{diff[:1000].max():.1e}", f"{diff[1000:].max():.1e}",
+            ])
+    text = table(
+        ["delta", "covariance form", "finite", "P symmetric", "min eig / max eig of P, samples 0-9",
+         "same after samples 9, 19, ... (10^4 checks)", "max abs(pred32 - pred64), samples 0-999 (N m)", "samples 1000-99999"],
+        rows,
+    )
     print_(text)
     return text
 
@@ -350,6 +466,7 @@ def main(argv=None) -> None:
         ("Panda and UR5 with a payload", robot_benchmark(args.quick)),
         ("Covariance wind-up (issue 4 part 3)", windup()),
         ("Drift targets (issue 4 part 2)", drift_targets(args.quick)),
+        ("float32 vs float64 over 10^5 samples (issue 4 part 4)", float32_study()),
     ]
     total = time.perf_counter() - start
     print(f"total {total:.0f} s")
@@ -367,12 +484,18 @@ in the docstring of `benchmarks/payload.py`.
 
 - Seed benchmark: noise-free, the payload learner's error is the prior's (`delta = 1e6`)
   shrinkage, 2e-8 N m, and the mass is 0.5 kg to 8e-8 (targets 1e-7 and 1e-6). With sigma =
-  0.01 the held-out RMSE is about `sigma sqrt(p / rows)`: 10 excited parameters (4 payload, 6
-  friction) from 80 equations give 0.0034 on average over 20 noise draws, 0.0021 without the
-  friction columns; single draws reach 0.0055 (target 4e-3: met on average, not on every
-  draw). The mass stays within 0.02 kg on every draw. The arm's joint axes are parallel to
-  gravity, so only `m`, `m c_x`, `m c_y`, `I_zz` are identifiable: the report flags the other
-  six, which stay exactly at the prior.
+  0.01 the held-out RMSE is about `sigma sqrt(p / rows)` for `p` excited parameters and 80
+  equations. The seed arm's real robot is the payload alone (SPEC: `payload_mass = 0.5`; the
+  design document's code adds no friction), so the configuration that matches it is
+  `friction=False` (4 excited parameters): mean 0.0021 over the 20 draws, 19 of 20 within
+  4e-3, the worst (draw 16) 0.0044; over 1000 draws 0.7 % exceed 4e-3. That worst draw is the
+  least-squares fit of the exact model (the learner at `lam = 1` is least squares with a
+  negligible prior), so no estimator without prior knowledge of the payload does reliably
+  better: the target holds on the mean, not on every draw. The default (viscous, Coulomb and
+  offset columns: 10 excited parameters) gives 0.0034 mean, 16 of 20. The mass stays within
+  0.02 kg on every draw. The arm's joint axes are parallel to gravity, so only `m`, `m c_x`,
+  `m c_y`, `I_zz` are identifiable: the report flags the other six, which stay exactly at the
+  prior.
 - Panda and UR5: with random states the payload mass is within 1 % after 5-9 samples and the
   held-out RMSE within 2 sigma after about 10; with a smooth multi-sine at 100 Hz the mass
   takes 150-320 samples and both criteria 220-350 (2.2-3.5 s of motion). All 10 payload
@@ -382,13 +505,28 @@ in the docstring of `benchmarks/payload.py`.
   calibrated (error / std has an RMS of about 1). The five-feature learner cannot represent a
   payload on a 6-7 joint arm: 0.8-1.9 N m on the same data.
 - Wind-up: with directional forgetting the excited block of `P` stays below 1 and unexcited
-  directions keep their prior covariance exactly; the textbook update reaches 1e45. After
-  motion resumes the worst error is 0.0073 N m at `lam = 0.98`; at `lam = 0.95` (a memory of
-  about 20 samples) one seed of 20 reaches 0.0103 (issue target 0.01).
-- Drift: the innovation trigger with `reopen = 100` meets the targets except the worst seed
-  over samples 230-299, 0.0053 against 0.005 (mean 0.0030); a payload learner restarted
-  exactly at sample 200 on the post-change data alone has the same worst seed, 0.0054, so the
-  limit is the 10 parameters' noise, not the detector or the response.
+  directions keep their prior covariance exactly; the textbook update reaches 1e45. The
+  issue's "worst error over the 50 samples after motion resumes <= 0.01 N m": the worst
+  seed's RMSE there (how tests/test_learners.py reads the five-feature learner's 0.55) is
+  0.0036 at `lam = 0.95`, 0.0025 at 0.98; the largest single error is 0.0073 at 0.98 and, at
+  0.95 (a memory of about 20 samples), 0.0103 on one seed of 20. Without the rest (same motion
+  and noise) that largest error is 0.0088 at 0.95: at rest only the offset columns are
+  excited, and directional forgetting then forgets them at the full rate, so their estimate is
+  the last ~20 rest samples' average. That is what `lam = 0.95` asks for, not wind-up; at 0.98
+  and 0.99 the error after the rest is no larger than without it.
+- Drift: the innovation trigger with `reopen = 100` meets every target but the worst seed over
+  samples 230-299 with the default friction columns: 0.0053 against 0.005 (mean 0.0030). A
+  payload learner restarted exactly at sample 200 (flat prior, least squares on the
+  post-change data alone, knowing the change point) has the same worst seed, 0.0054: the limit
+  is the noise of 10 parameters, not the detector or the response, and a re-opening of 1e3 or
+  1e4 gives the same numbers (10: worse). With the friction terms the benchmark's change has
+  (`friction=('viscous', 'coulomb')`: 8 parameters) every target is met (worst 0.0043).
+- float32 (a GPU batch's dtype), 10^5 samples at `lam = 0.99`: finite, `P` exactly symmetric
+  and positive semi-definite from the 10th sample on, predictions within 3e-5 N m of float64
+  from sample 1000 on. With the default `delta = 1e6`, `P` is indefinite in samples 0-5
+  (fewer equations than excited parameters; float32 rounding of the 1e6 prior) and the
+  early predictions differ by up to 2e-2 N m; `delta = 1e3` is clean throughout. The Joseph
+  form is worse in float32.
 """
 
 
