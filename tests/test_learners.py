@@ -86,6 +86,34 @@ def test_replay_equals_python_loop_of_jitted_steps():
     assert bool(np.asarray(outs.alarm)[200])
 
 
+@pytest.mark.parametrize("detector", [None, "innovation"])
+def test_stepper_equals_the_jitted_step(detector):
+    """The control-loop stepper (learner compiled in, state packed) runs the same step: same
+    outputs and state to rounding, through an alarm and a NaN sample; it compiles once."""
+    learner = _innovation_learner() if detector else ResidualLearner(NOMINAL, lam=0.99)
+    traj, _ = _drift_batch([5], T=230)
+    traj = _at(traj, 0)
+    tau = traj.tau.copy()
+    tau[50, 0] = np.nan
+    traj = traj._replace(tau=tau)
+    state = learner.init(jnp.float64)
+    stepper = learners.Stepper(jax.tree.map(jnp.asarray, learner), state)
+    for t in range(traj.q.shape[0]):
+        state, out = learners.step(learner, state, _at(traj, t))
+        got = stepper.step(*_at(traj, t))
+        chex.assert_trees_all_close(got, jax.tree.map(np.asarray, out), rtol=1e-12, atol=1e-12)
+    chex.assert_trees_all_close(stepper.state, state, rtol=1e-12, atol=1e-12)
+    assert int(stepper.state.rejected) == 1 and int(stepper.state.count) == 229
+    if detector:
+        assert int(stepper.state.alarms) >= 1
+    assert stepper._step._cache_size() == 1
+    # A state can be put back (a restarted controller), and a foreign one is refused.
+    stepper.state = learner.init(jnp.float64)
+    assert int(stepper.state.count) == 0
+    with pytest.raises(ValueError, match="not a state of this learner"):
+        stepper.state = ResidualLearner(parse_urdf(minimal_urdf(), gravity=(0, -9.81, 0)), detector=Hampel()).init()
+
+
 def test_vmap_over_learners_with_different_payload_models_equals_loop():
     masses = np.linspace(0.0, 0.7, 8)
     batch = [ResidualLearner(attach_payload(NOMINAL, "link2", m), lam=0.99) for m in masses]

@@ -6,6 +6,11 @@ recompile, and a sweep over ``lam`` is a ``vmap``). Its state is a :class:`Learn
 pytree. :func:`step` predicts first, then learns (prequential evaluation), and returns the
 prior prediction and error; :func:`replay` runs the same step over a whole trajectory with
 ``lax.scan``; ``jax.vmap`` over learners and trajectories runs a batch of robots at once.
+A step is two halves (:class:`Learner`): ``prepare`` (no state: screening, nominal dynamics,
+features) and ``learn`` (the state: predict, score, learn); :func:`replay` vmaps the first over
+the trajectory and scans only the second. :class:`Stepper` is the control-loop form: the same
+step compiled for one learner, its state packed (:mod:`dense_armor.packing`), the cheapest call
+from Python.
 
 The five-feature learner (the design document) keeps one RLS per joint on
 ``x_j = [qdd_j, qd_j, sign(qd_j), g_j, 1]`` with target ``tau_j - rnea(q, qd, qdd)_j``.
@@ -46,6 +51,8 @@ A sample with a NaN or inf is skipped inside the step: the state is unchanged ex
 
 from __future__ import annotations
 
+import functools
+import operator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -59,6 +66,7 @@ from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics.inverse_dynamics import _rnea
 from dense_armor.model import Model
+from dense_armor.packing import Layout
 
 FEATURE_NAMES = ("qdd", "qd", "sign_qd", "g", "bias")
 FORGETTING = ("directional", "exponential")
@@ -90,6 +98,22 @@ class StepOutput(NamedTuple):
     nominal: jax.Array
     alarm: jax.Array
     accepted: jax.Array
+
+
+class Prepared(NamedTuple):
+    """The part of a step that does not depend on the learner's state (:meth:`Learner.prepare`).
+
+    Attributes:
+        x: features, (n, p) for the learner's rows (zeros for a rejected sample).
+        target: (n,) ``tau - nominal``, what the residual model learns.
+        nominal: (n,) the URDF model's torque ``rnea(q, qd, qdd)``.
+        valid: () bool, the sample is finite.
+    """
+
+    x: jax.Array
+    target: jax.Array
+    nominal: jax.Array
+    valid: jax.Array
 
 
 class LearnerState(NamedTuple):
@@ -165,7 +189,38 @@ def respond(learner, alarm, detector_state, rls_state: rls.RLSState, countdown, 
     return detector_state, rls_state, countdown, lam
 
 
-class ResidualLearner(eqx.Module):
+class Learner(eqx.Module):
+    """What every learner shares: a step split into a state-free and a stateful half.
+
+    A subclass provides ``features(q, qd, qdd, dtype) -> (x, nominal)`` and
+    ``learn(state, prepared) -> (state, output)``. :meth:`step` is ``learn(prepare(sample))``;
+    :func:`replay` runs :meth:`prepare` over the whole trajectory at once (``vmap``: the nominal
+    dynamics of every sample in a few wide kernels) and only :meth:`learn` in the ``lax.scan``,
+    the same arithmetic as a loop of :meth:`step` calls.
+    """
+
+    def prepare(self, sample: Sample, dtype) -> Prepared:
+        """Check, validate and featurise one sample: no state involved.
+
+        A sample with a NaN or inf is zeroed (its features stay finite) and marked invalid.
+        """
+        _, (tau,) = tr.check(self.model, tau=sample.tau)
+        arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
+        # x * 0 is NaN exactly for NaN and inf, so one sum checks all four arrays; written out
+        # in scalars for a small robot, it fuses with its consumers instead of 4 reductions.
+        n = self.model.n
+        zero = [a[i] * 0 for a in arrays for i in range(n)] if n <= 16 else [jnp.sum(a * 0) for a in arrays]
+        valid = jnp.isfinite(functools.reduce(operator.add, zero))
+        q, qd, qdd, tau = (jnp.where(valid, a, 0) for a in arrays)
+        x, nominal = self.features(q, qd, qdd, dtype)
+        return Prepared(x=x, target=tau - nominal, nominal=nominal, valid=valid)
+
+    def step(self, state, sample: Sample):
+        """Predict, score, then learn one sample (prequential)."""
+        return self.learn(state, self.prepare(sample, state.rls.w.dtype))
+
+
+class ResidualLearner(Learner):
     """One RLS per joint on ``[qdd_j, qd_j, sign(qd_j), g_j, 1]``, optionally drift-aware.
 
     Attributes:
@@ -230,16 +285,11 @@ class ResidualLearner(eqx.Module):
         x, nominal = self.features(q, qd, qdd, state.rls.w.dtype)
         return nominal + rls.predict(state.rls, x)
 
-    def step(self, state: LearnerState, sample: Sample) -> tuple[LearnerState, StepOutput]:
-        """Predict, score, then learn one sample (prequential)."""
+    def learn(self, state: LearnerState, prepared: Prepared) -> tuple[LearnerState, StepOutput]:
+        """The stateful half of :meth:`Learner.step`: predict, score, then learn."""
         dtype = state.rls.w.dtype
-        _, (tau,) = tr.check(self.model, tau=sample.tau)
-        arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
-        valid = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in arrays]))
-        q, qd, qdd, tau = (jnp.where(valid, a, 0) for a in arrays)
-        x, nominal = self.features(q, qd, qdd, dtype)
+        x, target, nominal, valid = prepared
         residual = rls.predict(state.rls, x)
-        target = tau - nominal
         error = target - residual
 
         lam = jnp.asarray(self.lam, dtype)
@@ -294,7 +344,86 @@ def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample) ->
     Returns:
         The final state and the per-sample :class:`StepOutput` (each field with a leading T).
     """
-    return jax.lax.scan(lambda s, sample: learner.step(s, sample), state, trajectory)
+    dtype = state.rls.w.dtype
+    prepared = jax.vmap(lambda sample: learner.prepare(sample, dtype))(trajectory)
+
+    def learn(state, prepared):
+        state, out = learner.learn(state, prepared)
+        return state, (out.prediction, out.error, out.alarm)  # the others need no state
+
+    state, (prediction, error, alarm) = jax.lax.scan(learn, state, prepared)
+    valid = prepared.valid
+    nominal = jnp.where(valid[:, None], prepared.nominal, jnp.nan)
+    return state, StepOutput(prediction, error, nominal, alarm, valid)
+
+
+def _report(output: StepOutput) -> jax.Array:
+    """A step's outputs as one vector ``[prediction, error, nominal, alarm, accepted]`` (3n + 2)."""
+    dtype = output.prediction.dtype
+    flags = jnp.stack([output.alarm, output.accepted]).astype(dtype)
+    return jnp.concatenate([output.prediction, output.error, output.nominal, flags])
+
+
+class Stepper:
+    """A learner and its state, stepped from a Python control loop at the least dispatch cost.
+
+    :func:`step` passes every leaf of the learner, its state and the sample (about 30 arrays)
+    and returns 11, each at a dispatch cost, and runs the model's fixed placements through
+    its kernels as data. A stepper compiles :meth:`Learner.step` for this one learner: the
+    learner (model and hyperparameters) is a compile-time constant, which XLA folds, and the
+    state travels packed in one buffer per dtype (:class:`~dense_armor.packing.Layout`,
+    bit-exact). A call passes the state's buffers and the ``(4, n)`` sample and gets the new
+    state's buffers back, with the step's outputs appended to the floating-point one. Same
+    arithmetic as :func:`step`; each stepper compiles once, on its first step.
+
+    Args:
+        learner: a :class:`Learner`; to change it (a new ``lam``, a new model), make a new
+            stepper.
+        state: its state, e.g. ``learner.init()``.
+
+    Example::
+
+        stepper = Stepper(learner, learner.init())
+        out = stepper.step(q, qd, qdd, tau)   # a StepOutput of NumPy values
+        stepper.state                          # the state pytree, NumPy leaves
+    """
+
+    def __init__(self, learner: Learner, state):
+        self.learner = learner
+        self._layout = layout = Layout.of(state)
+        self._dtype = dtype = state.rls.w.dtype
+        k = layout.groups.index(dtype.name)
+        self._report_at = (k, layout.sizes[k], learner.model.n)
+
+        def packed_step(state, sample):
+            state, output = learner.step(layout.unpack(state), Sample(*sample))
+            flags = jnp.stack([output.alarm, output.accepted]).astype(dtype)
+            report = jnp.concatenate([output.prediction, output.error, output.nominal, flags])
+            return Layout.of((state, report)).pack((state, report))  # report after the state
+
+        self._step = jax.jit(packed_step)
+        self.state = state
+
+    @property
+    def state(self):
+        """The current state pytree (NumPy leaves, views of the last step's buffers)."""
+        return self._layout.unpack([np.asarray(b) for b in self._state])
+
+    @state.setter
+    def state(self, state):
+        if Layout.of(state) != self._layout:
+            raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
+        # Buffers shaped like a step's result (an empty report after the state): one compile.
+        packed = (state, np.zeros(3 * self.learner.model.n + 2, self._dtype))
+        self._state = Layout.of(packed).pack(packed)
+
+    def step(self, q, qd, qdd, tau) -> StepOutput:
+        """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy."""
+        self._state = self._step(self._state, np.array([q, qd, qdd, tau], self._dtype))
+        k, start, n = self._report_at
+        report = np.asarray(self._state[k])[start:]
+        flags = report[-2:] != 0
+        return StepOutput(report[:n], report[n : 2 * n], report[2 * n : 3 * n], flags[0], flags[1])
 
 
 @jax.jit

@@ -89,7 +89,7 @@ import numpy as np
 from dense_armor import learners, rls, spatial
 from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics.inverse_dynamics import _rnea, body_accelerations
-from dense_armor.learners import Sample, StepOutput, check_hyperparameters, check_response
+from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response
 from dense_armor.model import Model
 
 __all__ = [
@@ -253,7 +253,7 @@ def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
     return columns
 
 
-class PayloadLearner(eqx.Module):
+class PayloadLearner(Learner):
     """Inertial parameters of one body (the payload) plus per-joint friction, one shared RLS.
 
     Args:
@@ -392,17 +392,12 @@ class PayloadLearner(eqx.Module):
         P_f = rls._sym(P + ((1 - lam) / lam) * (B * ginv) @ B.T)
         return rls.update_rows(rls.RLSState(w, P_f), X, y, 1.0, joseph=self.joseph)
 
-    def step(self, state: PayloadState, sample: Sample) -> tuple[PayloadState, StepOutput]:
-        """Predict, score, then learn one sample (prequential)."""
+    def learn(self, state: PayloadState, prepared: Prepared) -> tuple[PayloadState, StepOutput]:
+        """The stateful half of :meth:`~dense_armor.learners.Learner.step`: predict, score, learn."""
         dtype = state.rls.w.dtype
         n = self.model.n
-        _, (tau,) = tr.check(self.model, tau=sample.tau)
-        arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
-        valid = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in arrays]))
-        q, qd, qdd, tau = (jnp.where(valid, a, 0) for a in arrays)
-        X, nominal = self.features(q, qd, qdd, dtype)
+        X, target, nominal, valid = prepared
         residual = X @ state.rls.w
-        target = tau - nominal
         error = target - residual
         eye = jnp.eye(n, dtype=dtype)
 

@@ -82,6 +82,8 @@ References:
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import NamedTuple
 
 import jax
@@ -117,6 +119,32 @@ class RLSState(NamedTuple):
 def _check_lam(lam: ArrayLike) -> None:
     if isinstance(lam, (int, float)) and not 0.0 < lam <= 1.0:
         raise ValueError(f"lam must be in (0, 1], got {lam!r}")
+
+
+def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a' b`` over the last axis, batched.
+
+    For ``p <= 16`` the sum is written out term by term: elementwise arithmetic that XLA fuses
+    with its neighbours into one kernel, where a ``dot`` or a reduction would each be a kernel
+    of their own (on a CPU a kernel launch costs more than the arithmetic of a small RLS).
+    """
+    p = a.shape[-1]
+    if p > 16:
+        return jnp.sum(a * b, axis=-1)
+    return functools.reduce(operator.add, [a[..., k] * b[..., k] for k in range(p)])
+
+
+def _matvec(P: jax.Array, x: jax.Array) -> jax.Array:
+    """``P x``, batched, written out like :func:`_dot`."""
+    return _dot(P, x[..., None, :])
+
+
+def _max_abs(x: jax.Array) -> jax.Array:
+    """``max |x|`` over the last axis, written out like :func:`_dot`."""
+    p = x.shape[-1]
+    if p > 16:
+        return jnp.max(jnp.abs(x), axis=-1)
+    return functools.reduce(jnp.maximum, [jnp.abs(x[..., k]) for k in range(p)])
 
 
 def _sym(P: jax.Array) -> jax.Array:
@@ -182,8 +210,7 @@ def predict(state: RLSState, x: ArrayLike) -> jax.Array:
         Predictions, shape ``broadcast(...)``.
     """
     w = state.w
-    x = jnp.asarray(x, w.dtype)
-    return jnp.einsum("...i,...i->...", x, w)
+    return _dot(jnp.asarray(x, w.dtype), w)
 
 
 def prior_variance(state: RLSState, x: ArrayLike) -> jax.Array:
@@ -201,9 +228,8 @@ def prior_variance(state: RLSState, x: ArrayLike) -> jax.Array:
     Returns:
         ``x' P x``, shape ``broadcast(...)``, ``>= 0`` while ``P`` is PSD.
     """
-    P = state.P
-    x = jnp.asarray(x, P.dtype)
-    return jnp.einsum("...i,...ij,...j->...", x, P, x)
+    x = jnp.asarray(x, state.P.dtype)
+    return _dot(x, _matvec(state.P, x))
 
 
 def update(
@@ -251,20 +277,19 @@ def update(
     lam = jnp.asarray(lam, dt)
     lam2 = lam[..., None, None]
 
-    Px = jnp.einsum("...ij,...j->...i", P, x)  # = (x' P)' since P = P'
-    s = jnp.einsum("...i,...i->...", x, Px)  # x' P x
+    Px = _matvec(P, x)  # = (x' P)' since P = P'
+    s = _dot(x, Px)  # x' P x
     denom = lam + s
     K = Px / denom[..., None]
-    err = y - jnp.einsum("...i,...i->...", x, w)
-    w_new = w + K * err[..., None]
+    w_new = w + K * (y - _dot(x, w))[..., None]
 
     if directional:
-        # Forget along x only; u = x / max|x| so that tiny x cannot underflow.
-        scale = jnp.max(jnp.abs(x), axis=-1)
+        # Forget along x only: Pu = P u with u = x / max|x|, so tiny x cannot underflow su.
+        scale = _max_abs(x)
         nz = scale > 0
-        u = x / jnp.where(nz, scale, 1)[..., None]
-        Pu = jnp.einsum("...ij,...j->...i", P, u)
-        su = jnp.einsum("...i,...i->...", u, Pu)
+        inv = 1 / jnp.where(nz, scale, 1)[..., None]
+        Pu = Px * inv
+        su = _dot(x * inv, Pu)
         ok = nz & (su > 0)
         su = jnp.where(ok, su, 1)
         PuPu = Pu[..., :, None] * Pu[..., None, :]

@@ -163,9 +163,20 @@ class ResidualDynamicsLearner:
         self.model = model
         self.n = learner.model.n
         with jax.enable_x64(True):
-            # Leaves on the device once, so a call passes buffers, not NumPy copies.
             self.learner = jax.tree.map(jnp.asarray, learner)
-            self.state: learners.LearnerState = self.learner.init(jnp.float64)
+            # learn_one goes through a Stepper: the state packed, the learner compiled in.
+            self._stepper = learners.Stepper(self.learner, self.learner.init(jnp.float64))
+
+    @property
+    def state(self):
+        """The learner's state pytree (:class:`~dense_armor.learners.LearnerState` or the
+        payload learner's), to save, vmap or hand to :mod:`dense_armor.learners`."""
+        return self._stepper.state
+
+    @state.setter
+    def state(self, state):
+        with jax.enable_x64(True):
+            self._stepper.state = state
 
     def _sample(self, q, qd, qdd, tau=None):
         arrays = {"q": q, "qd": qd, "qdd": qdd, "tau": tau if tau is not None else np.zeros(self.n)}
@@ -174,7 +185,7 @@ class ResidualDynamicsLearner:
     def learn_one(self, q, qd, qdd, tau) -> "ResidualDynamicsLearner":
         """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``."""
         with jax.enable_x64(True):
-            self.state, self.last = learners.step(self.learner, self.state, self._sample(q, qd, qdd, tau))
+            self.last = self._stepper.step(*self._sample(q, qd, qdd, tau))
         return self
 
     def predict_torque(self, q, qd, qdd) -> np.ndarray:
