@@ -385,15 +385,22 @@ def test_bad_input_raises(seed):
 
 @jax.jit
 def _replay_chunks(learners_batch, state_dtype_probe, traj):
-    """A batch of learners (vmapped) over one trajectory reshaped to (chunks, 10, ...): the
-    prediction at every sample and ``P`` after every 10th (10^5 covariances would not fit)."""
+    """A batch of learners (vmapped) over one trajectory of T samples, as
+    :func:`dense_armor.learners.replay` runs it (features of every sample in one vmap, then a
+    scan of the stateful half): the prediction at every sample and ``P`` after every 10th
+    (10^5 covariances would not fit)."""
+    dtype = state_dtype_probe.dtype
+    T = traj.q.shape[0]
 
     def one(learner):
-        def chunk(s, xs):
-            s, outputs = jax.lax.scan(lambda s, x: learner.step(s, x), s, xs)
-            return s, (outputs.prediction, s.rls.P)
+        prepared = jax.vmap(lambda sample: learner.prepare(sample, dtype))(traj)
+        chunks = jax.tree.map(lambda a: a.reshape(T // 10, 10, *a.shape[1:]), prepared)
 
-        return jax.lax.scan(chunk, learner.init(state_dtype_probe.dtype), traj)[1]
+        def chunk(s, xs):
+            s, prediction = jax.lax.scan(lambda s, x: (lambda o: (o[0], o[1].prediction))(learner.learn(s, x)), s, xs)
+            return s, (prediction, s.rls.P)
+
+        return jax.lax.scan(chunk, learner.init(dtype), chunks)[1]
 
     return jax.vmap(one)(learners_batch)
 
@@ -415,7 +422,7 @@ def test_float32_tracks_float64_over_1e5_samples():
     q, qd, qdd = X[:, 0], X[:, 1], X[:, 2]
     tau = np.asarray(_torques(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
     tau = tau + SIGMA * np.random.default_rng(1009).standard_normal(tau.shape)
-    traj = jax.tree.map(lambda a: a.reshape(T // 10, 10, *a.shape[1:]), Sample(q, qd, qdd, tau))
+    traj = Sample(q, qd, qdd, tau)
     deltas = jnp.array([1e6, 1e3])
     batch = jax.vmap(lambda d: PayloadLearner(vertical, lam=0.99, delta=d))(deltas)
     p64, _ = _replay_chunks(batch, jnp.zeros((), jnp.float64), traj)
