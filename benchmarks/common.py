@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import json
+import os
 import platform
 import re
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -59,6 +63,29 @@ def median_us(fn, repeats: int = 2000, warmup: int = 20) -> float:
     return float(np.median(times) * 1e6)
 
 
+def interleaved_us(fns: dict, rounds: int = 20, per_round: int = 200) -> dict[str, float]:
+    """Median wall time of each ``fn()`` in microseconds, measured in interleaved rounds.
+
+    Each round times ``per_round`` calls of every function in turn; the result is the median
+    over rounds of each round's median. On a machine whose speed drifts (other processes,
+    other virtual machines), interleaving keeps the functions' ratios honest where timing one
+    after the other would not.
+    """
+    for fn in fns.values():
+        for _ in range(20):
+            fn()
+    medians = {name: np.empty(rounds) for name in fns}
+    times = np.empty(per_round)
+    for r in range(rounds):
+        for name, fn in fns.items():
+            for k in range(per_round):
+                start = time.perf_counter()
+                fn()
+                times[k] = time.perf_counter() - start
+            medians[name][r] = np.median(times)
+    return {name: float(np.median(m) * 1e6) for name, m in medians.items()}
+
+
 def table(header: list[str], rows: list[list]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -89,3 +116,15 @@ def pinocchio_model(xml: str):
     for limit in root.iter("limit"):
         limit.set("effort", limit.get("effort", "1000"))
     return pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
+
+
+def in_child(script: str, *args: str) -> dict:
+    """Run ``python script --child *args`` in a fresh process and return the JSON it prints last.
+
+    Single-call timings are taken in child processes, one per setting of JAX's asynchronous
+    CPU dispatch: the setting is read when the CPU client starts, and changing it in a running
+    process left later calls several-fold slower here.
+    """
+    command = [sys.executable, script, "--child", *args]
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=os.environ)
+    return json.loads(out.stdout.strip().splitlines()[-1])

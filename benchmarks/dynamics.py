@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import example_robot_urdf, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
+from common import example_robot_urdf, in_child, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
 
 HEADING = "Rigid-body dynamics"
 NOTES = """\
@@ -182,10 +180,8 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
 
 
 def child(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
-    command = [sys.executable, __file__, "--child", "--robots", *robot_names, "--async-dispatch",
-               "on" if async_dispatch else "off"] + ([] if full else ["--calls-only"])
-    out = subprocess.run(command, check=True, capture_output=True, text=True, env=os.environ)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    options = ["--robots", *robot_names, "--async-dispatch", "on" if async_dispatch else "off"]
+    return in_child(__file__, *options, *([] if full else ["--calls-only"]))
 
 
 def fmt(x: float, digits: int = 1) -> str:

@@ -4,14 +4,14 @@
 
 Rows, float64, for the seed's 2-link arm and Panda (7 joints, fingers locked):
 - one step (nominal RNEA + gravity + predict + learn) called from Python, with JAX's
-  asynchronous CPU dispatch on and off: the functional ``learners.step`` (every leaf of the
-  learner and state passed) and the control-loop ``learners.Stepper`` (learner compiled in,
-  state packed, outputs returned as NumPy);
+  asynchronous CPU dispatch off and on (each in a child process of its own): the functional
+  ``learners.step`` (every leaf of the learner and state passed) and the control-loop
+  ``learners.Stepper`` (learner compiled in, state packed, outputs returned as NumPy);
 - the same work in NumPy on top of Pinocchio (``pin.rnea``, ``pin.computeGeneralizedGravity``,
   per-joint RLS vectorised with einsum);
 - the design document's stateful ``ResidualDynamicsLearner.learn_one``;
 - the dispatch floor, ``jax.jit(lambda x: x + 1)``;
-- per-sample cost inside ``learners.replay`` (``lax.scan``) over 10^4 samples;
+- per-sample cost inside ``learners.replay`` over 10^4 samples;
 - a vmapped batch of 1024 learners x 400 samples (each its own payload), after compilation.
 Writes the table to docs/benchmarks.md, section "Online learner".
 """
@@ -19,6 +19,7 @@ Writes the table to docs/benchmarks.md, section "Online learner".
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -29,13 +30,15 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
-from common import median_us, pinocchio_model, robots, table, write_section  # noqa: E402
+from common import in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
 
 from dense_armor import attach_payload, parse_urdf  # noqa: E402
 from dense_armor.dynamics import rnea  # noqa: E402
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel  # noqa: E402
 from dense_armor.learners import ResidualLearner, Sample, Stepper, replay, step  # noqa: E402
 from dense_armor.utility.learn.online_dynamics import ResidualDynamicsLearner  # noqa: E402
+
+ROBOTS = ("2-link", "Panda")
 
 
 class NumpyPinocchioLearner:
@@ -70,43 +73,51 @@ def _trajectory(model, count, seed=0):
     return Sample(q, qd, qdd, tau)
 
 
-def bench_robot(name: str, xml: str, quick: bool):
-    model = parse_urdf(xml)
-    learner = jax.tree.map(jnp.asarray, ResidualLearner(model, lam=0.99))
-    traj = _trajectory(model, 10_000 if not quick else 2_000)
-    one = Sample(*(a[0] for a in traj))
-    row = {"robot": name, "n": model.n}
+def _learner(xml: str):
+    return jax.tree.map(jnp.asarray, ResidualLearner(parse_urdf(xml), lam=0.99))
 
-    start = time.perf_counter()
+
+def measure_calls(quick: bool) -> dict:
+    """Child process: single calls from Python (the dispatch mode is set by the parent's flag)."""
+    results = {}
+    for name in ROBOTS:
+        xml = robots()[name]
+        learner = _learner(xml)
+        one = Sample(*(a[0] for a in _trajectory(learner.model, 1)))
+        state = learner.init(jnp.float64)
+        r = {}
+        start = time.perf_counter()
+        jax.block_until_ready(step(learner, state, one))
+        r["compile step (s)"] = time.perf_counter() - start
+        stepper = Stepper(learner, state)
+        start = time.perf_counter()
+        stepper.step(*one)
+        r["compile Stepper (s)"] = time.perf_counter() - start
+        floor = jax.jit(lambda x: x + 1)
+        x = jnp.zeros(learner.model.n)
+        reference = NumpyPinocchioLearner(xml)
+        wrapper = ResidualDynamicsLearner(RigidBodyModel(xml), lam=0.99)
+        r |= interleaved_us({
+            "NumPy+Pinocchio (us)": lambda: reference.step(*one),
+            "floor (us)": lambda: floor(x).block_until_ready(),
+            "step (us)": lambda: jax.block_until_ready(step(learner, state, one)),
+            "Stepper (us)": lambda: stepper.step(*one),
+            "learn_one (us)": lambda: wrapper.learn_one(*one),
+        }, rounds=5 if quick else 25)
+        results[name] = r
+    return results
+
+
+def measure_replay(name: str, quick: bool) -> float:
+    """Per-sample cost of one ``replay`` over 10^4 samples (2000 with --quick), us."""
+    learner = _learner(robots()[name])
+    traj = jax.tree.map(jnp.asarray, _trajectory(learner.model, 2_000 if quick else 10_000))
     state = learner.init(jnp.float64)
-    jax.block_until_ready(step(learner, state, one))
-    row["compile step (s)"] = time.perf_counter() - start
-    repeats = 500 if quick else 3000
-    stepper = Stepper(learner, state)
-    start = time.perf_counter()
-    stepper.step(*one)
-    row["compile Stepper (s)"] = time.perf_counter() - start
-    for async_dispatch in (True, False):
-        jax.config.update("jax_cpu_enable_async_dispatch", async_dispatch)
-        mode = "async" if async_dispatch else "sync"
-        row[f"step (us), {mode}"] = median_us(lambda: jax.block_until_ready(step(learner, state, one)), repeats)
-        row[f"Stepper (us), {mode}"] = median_us(lambda: stepper.step(*one), repeats)
-    floor = jax.jit(lambda x: x + 1)
-    x = jnp.zeros(model.n)
-    row["floor (us)"] = median_us(lambda: floor(x).block_until_ready(), repeats)
-
-    reference = NumpyPinocchioLearner(xml)
-    row["NumPy+Pinocchio (us)"] = median_us(lambda: reference.step(*one), repeats)
-    wrapper = ResidualDynamicsLearner(RigidBodyModel(xml), lam=0.99)
-    row["learn_one (us)"] = median_us(lambda: wrapper.learn_one(*one), repeats // 5)
-
     jax.block_until_ready(replay(learner, state, traj))
-    T = traj.q.shape[0]
-    row["replay (us/sample)"] = median_us(lambda: jax.block_until_ready(replay(learner, state, traj)), 5, 1) / T
-    return row
+    return median_us(lambda: jax.block_until_ready(replay(learner, state, traj)), 11, 1) / traj.q.shape[0]
 
 
-def bench_batch(quick: bool):
+def measure_batch(quick: bool):
     """1024 (or 128 with --quick) 2-link learners, each with its own payload, 400 samples each."""
     model = parse_urdf(robots()["2-link"])
     B, T = (128, 400) if quick else (1024, 400)
@@ -129,23 +140,38 @@ def bench_batch(quick: bool):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and a smaller batch (a smoke run)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--async-dispatch", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    rows = [bench_robot(name, xml, args.quick) for name, xml in robots().items() if name != "UR5"]
-    jax.config.update("jax_cpu_enable_async_dispatch", True)
-    header = list(rows[0])
-    body = table(header + ["Stepper / NumPy+Pin (sync)"], [
-        [r[k] if isinstance(r[k], (int, str)) else f"{r[k]:.2f}" for k in header]
-        + [f"{r['Stepper (us), sync'] / r['NumPy+Pinocchio (us)']:.2f}x"]
-        for r in rows
-    ])
-    B, T, compile_s, seconds = bench_batch(args.quick)
+    jax.config.update("jax_cpu_enable_async_dispatch", args.async_dispatch == "on")
+    if args.child:
+        print(json.dumps(measure_calls(args.quick)))
+        return
+    quick = ["--quick"] if args.quick else []
+    calls = {mode: in_child(__file__, "--async-dispatch", mode, *quick) for mode in ("off", "on")}
+    header = ["robot", "n", "compile step (s)", "compile Stepper (s)", "floor (us)", "NumPy+Pinocchio (us)",
+              "step (us), sync", "step (us), async", "Stepper (us), sync", "Stepper (us), async",
+              "learn_one (us)", "replay (us/sample)", "Stepper / NumPy+Pin (sync)"]
+    rows = []
+    for name in ROBOTS:
+        sync, asyn = calls["off"][name], calls["on"][name]
+        cells = [name, parse_urdf(robots()[name]).n, sync["compile step (s)"], sync["compile Stepper (s)"],
+                 sync["floor (us)"], sync["NumPy+Pinocchio (us)"], sync["step (us)"], asyn["step (us)"],
+                 sync["Stepper (us)"], asyn["Stepper (us)"], sync["learn_one (us)"], measure_replay(name, args.quick)]
+        rows.append([c if isinstance(c, (int, str)) else f"{c:.2f}" for c in cells]
+                    + [f"{sync['Stepper (us)'] / sync['NumPy+Pinocchio (us)']:.2f}x"])
+    body = table(header, rows)
+    B, T, compile_s, seconds = measure_batch(args.quick)
     body += (
         f"\n\nBatch: {B} two-link learners (each its own payload) x {T} samples, one vmapped replay: "
         f"{seconds * 1e3:.1f} ms after a {compile_s:.1f} s compile "
         f"({B * T / seconds / 1e6:.2f} M samples/s).\n\n"
-        "Targets (issue 3): a step from Python (the Stepper, sync) <= 0.7x NumPy+Pinocchio on the 2-link arm; "
-        "replay <= 1 us/sample "
-        "(2-link) and <= 4 us (Panda); 1024 x 400 vmapped 2-link replays in < 0.5 s."
+        "Single calls: medians over interleaved rounds (NumPy+Pinocchio, floor, step, Stepper and learn_one "
+        "timed in turn, so their ratios hold while the machine's speed drifts), each dispatch mode in a fresh child "
+        "process; the floor, NumPy+Pinocchio and learn_one with synchronous dispatch. `Stepper` is "
+        "`stepper.step(q, qd, qdd, tau)` returning the step's outputs as NumPy. Targets (issue 3): a step from Python (the Stepper, sync) <= 0.7x "
+        "NumPy+Pinocchio on the 2-link arm; replay <= 1 us/sample (2-link) and <= 4 us (Panda); 1024 x 400 "
+        "vmapped 2-link replays in < 0.5 s."
     )
     print(body)
     command = "python benchmarks/learners.py" + (" --quick" if args.quick else "")

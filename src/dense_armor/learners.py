@@ -347,14 +347,18 @@ def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample) ->
     dtype = state.rls.w.dtype
     prepared = jax.vmap(lambda sample: learner.prepare(sample, dtype))(trajectory)
 
+    watching = learner.detector is not None
+
     def learn(state, prepared):
         state, out = learner.learn(state, prepared)
-        return state, (out.prediction, out.error, out.alarm)  # the others need no state
+        # Only what needs the state leaves the loop: each output is a write per sample.
+        return state, (out.prediction, out.alarm if watching else None)
 
-    state, (prediction, error, alarm) = jax.lax.scan(learn, state, prepared)
+    state, (prediction, alarm) = jax.lax.scan(learn, state, prepared)
     valid = prepared.valid
     nominal = jnp.where(valid[:, None], prepared.nominal, jnp.nan)
-    return state, StepOutput(prediction, error, nominal, alarm, valid)
+    error = prepared.target + nominal - prediction  # tau - prediction; NaN where rejected
+    return state, StepOutput(prediction, error, nominal, alarm if watching else jnp.zeros_like(valid), valid)
 
 
 def _report(output: StepOutput) -> jax.Array:
@@ -371,10 +375,10 @@ class Stepper:
     and returns 11, each at a dispatch cost, and runs the model's fixed placements through
     its kernels as data. A stepper compiles :meth:`Learner.step` for this one learner: the
     learner (model and hyperparameters) is a compile-time constant, which XLA folds, and the
-    state travels packed in one buffer per dtype (:class:`~dense_armor.packing.Layout`,
-    bit-exact). A call passes the state's buffers and the ``(4, n)`` sample and gets the new
-    state's buffers back, with the step's outputs appended to the floating-point one. Same
-    arithmetic as :func:`step`; each stepper compiles once, on its first step.
+    state travels packed (:class:`~dense_armor.packing.Layout`, bit-exact; a float64 state is
+    one buffer). A call passes the state's buffer and the ``(4, n)`` sample and gets the new
+    state's buffer and the step's outputs, ``[prediction, error, nominal, alarm, accepted]``, back.
+    Same arithmetic as :func:`step`; each stepper compiles once, on its first step.
 
     Args:
         learner: a :class:`Learner`; to change it (a new ``lam``, a new model), make a new
@@ -392,14 +396,14 @@ class Stepper:
         self.learner = learner
         self._layout = layout = Layout.of(state)
         self._dtype = dtype = state.rls.w.dtype
-        k = layout.groups.index(dtype.name)
-        self._report_at = (k, layout.sizes[k], learner.model.n)
 
-        def packed_step(state, sample):
-            state, output = learner.step(layout.unpack(state), Sample(*sample))
+        self._n = n = learner.model.n  # cached: an equinox attribute lookup costs microseconds
+
+        def packed_step(state, sample):  # sample: (4n,) [q, qd, qdd, tau], flat (fewer kernels)
+            q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
+            state, output = learner.step(layout.unpack(state), Sample(q, qd, qdd, tau))
             flags = jnp.stack([output.alarm, output.accepted]).astype(dtype)
-            report = jnp.concatenate([output.prediction, output.error, output.nominal, flags])
-            return Layout.of((state, report)).pack((state, report))  # report after the state
+            return layout.pack(state), jnp.concatenate([output.prediction, output.error, output.nominal, flags])
 
         self._step = jax.jit(packed_step)
         self.state = state
@@ -413,17 +417,19 @@ class Stepper:
     def state(self, state):
         if Layout.of(state) != self._layout:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
-        # Buffers shaped like a step's result (an empty report after the state): one compile.
-        packed = (state, np.zeros(3 * self.learner.model.n + 2, self._dtype))
-        self._state = Layout.of(packed).pack(packed)
+        self._state = self._layout.pack(state)
 
     def step(self, q, qd, qdd, tau) -> StepOutput:
         """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy."""
-        self._state = self._step(self._state, np.array([q, qd, qdd, tau], self._dtype))
-        k, start, n = self._report_at
-        report = np.asarray(self._state[k])[start:]
-        flags = report[-2:] != 0
-        return StepOutput(report[:n], report[n : 2 * n], report[2 * n : 3 * n], flags[0], flags[1])
+        n = self._n
+        sample = np.concatenate((q, qd, qdd, tau), dtype=self._dtype)
+        if sample.shape != (4 * n,) or len(q) != n or len(qd) != n or len(qdd) != n:
+            for name, a in zip(Sample._fields, (q, qd, qdd, tau)):
+                if np.shape(a) != (n,):
+                    raise ValueError(f"{name}: expected shape ({n},), got {np.shape(a)}")
+        self._state, report = self._step(self._state, sample)
+        report = np.asarray(report)
+        return StepOutput(report[:n], report[n : 2 * n], report[2 * n : 3 * n], report[3 * n] != 0, report[3 * n + 1] != 0)
 
 
 @jax.jit

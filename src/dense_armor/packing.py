@@ -4,9 +4,16 @@ Every array a jitted call takes or returns costs dispatch time (argument parsing
 buffer, a Python object: SPEC section 6 measured 1-2 us an array), so a learner's step called
 with its ~27 leaves spends more on passing them than on its arithmetic. A :class:`Layout`
 records a pytree's structure, shapes and dtypes and packs its leaves into one 1-D buffer per
-dtype (``pack``): values are copied, never converted, so ``unpack(pack(t))`` is ``t`` bit for
-bit. ``unpack`` is slices and reshapes, which XLA folds into the kernels that read them. A
-layout is hashable, so it can be a static argument of ``jax.jit``.
+storage dtype (``pack``); ``unpack`` is slices, reshapes and casts, which XLA folds into the
+kernels that read them. Values are stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit:
+a leaf keeps its dtype, except that int8/16/32, uint8/16/32 and bool leaves ride in a float64
+buffer when the tree has one (float64 holds every such value exactly), which saves an array a
+call. A layout is hashable, so it can be a static argument of ``jax.jit``.
+
+Keep a small robot's buffers at 512 bytes or less where you can: XLA:CPU runs a program's
+kernels one after the other on the calling thread only when every buffer they touch is that
+small (or when there are at most 8 kernels); otherwise it hands kernels to its thread pool, at
+microseconds each.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ import numpy as np
 
 __all__ = ["Layout"]
 
+#: dtypes stored exactly in a float64 buffer.
+_EXACT_IN_FLOAT64 = frozenset({"bool", "int8", "int16", "int32", "uint8", "uint16", "uint32"})
+
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
@@ -30,14 +40,16 @@ class Layout:
         treedef: the pytree structure (static fields included).
         shapes: each leaf's shape, in leaf order.
         dtypes: each leaf's dtype name, in leaf order.
+        stored: each leaf's storage dtype name (its own, or float64; see the module docstring).
         groups: the buffers' dtypes, in order of first appearance among the leaves.
-        offsets: each leaf's first element in the buffer of its dtype (leaf order).
+        offsets: each leaf's first element in the buffer of its storage dtype (leaf order).
         sizes: each buffer's length.
     """
 
     treedef: Any
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
+    stored: tuple[str, ...]
     groups: tuple[str, ...]
     offsets: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -48,13 +60,15 @@ class Layout:
         leaves, treedef = jax.tree.flatten(tree)
         shapes = tuple(np.shape(leaf) for leaf in leaves)
         dtypes = tuple(jnp.result_type(leaf).name for leaf in leaves)
-        groups = tuple(dict.fromkeys(dtypes))
+        merge = "float64" in dtypes
+        stored = tuple("float64" if merge and d in _EXACT_IN_FLOAT64 else d for d in dtypes)
+        groups = tuple(dict.fromkeys(stored))
         fill = dict.fromkeys(groups, 0)
         offsets = []
-        for shape, dtype in zip(shapes, dtypes):
+        for shape, dtype in zip(shapes, stored):
             offsets.append(fill[dtype])
             fill[dtype] += math.prod(shape)
-        return cls(treedef, shapes, dtypes, groups, tuple(offsets), tuple(fill.values()))
+        return cls(treedef, shapes, dtypes, stored, groups, tuple(offsets), tuple(fill.values()))
 
     def pack(self, tree) -> tuple[jax.Array, ...]:
         """One 1-D buffer per dtype in :attr:`groups`. Works on concrete and traced leaves.
@@ -68,15 +82,19 @@ class Layout:
             raise ValueError(f"pytree does not match the layout: {treedef} {shapes}, expected {self.treedef} {self.shapes}")
         buffers = []
         for group in self.groups:
-            parts = [jnp.ravel(jnp.asarray(leaf, group)) for leaf, d in zip(leaves, self.dtypes) if d == group]
+            parts = [
+                jnp.ravel(jnp.asarray(leaf, dtype).astype(group))
+                for leaf, dtype, storage in zip(leaves, self.dtypes, self.stored) if storage == group
+            ]
             buffers.append(parts[0] if len(parts) == 1 else jnp.concatenate(parts))
         return tuple(buffers)
 
     def unpack(self, buffers) -> Any:
         """The pytree from the buffers of :meth:`pack`, or from longer ones that start with them:
-        JAX arrays inside ``jax.jit``; NumPy views of NumPy buffers, with no dispatch."""
-        leaves = [
-            buffers[self.groups.index(dtype)][start : start + math.prod(shape)].reshape(shape)
-            for shape, dtype, start in zip(self.shapes, self.dtypes, self.offsets)
-        ]
+        JAX arrays inside ``jax.jit``; NumPy arrays (views where no cast is needed) from NumPy
+        buffers, with no dispatch."""
+        leaves = []
+        for shape, dtype, storage, start in zip(self.shapes, self.dtypes, self.stored, self.offsets):
+            leaf = buffers[self.groups.index(storage)][start : start + math.prod(shape)].reshape(shape)
+            leaves.append(leaf if dtype == storage else leaf.astype(dtype))
         return jax.tree.unflatten(self.treedef, leaves)

@@ -64,8 +64,11 @@ Joseph form was indefinite for at most 42 early samples; the textbook form
 stayed indefinite for 1346 samples at ``lam = 0.999`` on one seed, with ``w``
 off by 0.6. With ``delta <= 1e4`` both forms stayed positive definite and,
 after the first 100 samples, within 2e-5 of float64. So for float32 use a
-``delta`` no larger than needed (1e2-1e4 for features of order one) and
-preferably ``joseph=True``; in float64 the textbook form is fine. With
+``delta`` no larger than needed (1e2-1e4 for features of order one); for
+this plain RLS ``joseph=True`` helps too, but inside the learners (directional
+forgetting, :mod:`dense_armor.learners` and :mod:`dense_armor.payload`) it
+measured no better than the textbook form, which they keep by default. In
+float64 the textbook form is fine. With
 well-conditioned features (i.i.d. Gaussian) the textbook form in float32 at
 ``lam = 0.99``, ``delta = 1e6`` stays positive definite over 1e5 samples
 (tested).
