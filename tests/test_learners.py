@@ -418,8 +418,8 @@ def test_float32_tracks_float64_over_1e5_samples(delta, early, late):
     """lam = 0.99, 10^5 samples, the vertical arm (all five features excited), textbook
     covariance form with the default directional forgetting: float32 stays finite, P exactly
     symmetric and PSD, and the predictions stay within ``early`` N m of float64's from sample
-    1000 and within ``late`` from sample 10^4 (measured: 1.7e-3 and 2.1e-5 with delta = 1e6;
-    1.1e-5 and 1.7e-5 with delta = 1e3)."""
+    1000 and within ``late`` from sample 10^4 (measured: 1.6e-3 and 4.5e-5 with delta = 1e6;
+    1.0e-5 and 1.3e-5 with delta = 1e3; docs/benchmarks.md)."""
     T = 100_000
     traj, _ = _trajectory(9, T, model=VERTICAL_CHANGED)
     nominal = ResidualLearner(VERTICAL, lam=0.99, delta=delta)

@@ -39,7 +39,7 @@ every dtype; ``joseph=True`` selects the Joseph form. Measured on the two-link a
 samples at ``lam = 0.99`` (tests/test_learners.py, benchmarks/drift.py): in float32 the
 learner stays finite, ``P`` stays exactly symmetric and positive semi-definite (to rounding),
 and with ``delta = 1e6`` the predictions stay within 2e-3 N m of float64's from sample 1000 on
-and within 3e-5 N m from sample 10^4 on (float32 cannot hold ``P``'s first updates from a 1e6
+and within 5e-5 N m from sample 10^4 on (float32 cannot hold ``P``'s first updates from a 1e6
 prior, and directional forgetting keeps that early error for a few thousand samples); with
 ``delta = 1e3``, within 3e-5 N m from sample 1000 on. The Joseph form did not do better here
 (with directional forgetting it was briefly indefinite in float32), so it is not the default.
