@@ -275,8 +275,9 @@ class ResidualLearner(Learner):
         """Features (n, 5) and the nominal torque (n,) at one state."""
         _, (q, qd, qdd) = tr.check(self.model, q=q, qd=qd, qdd=qdd)
         q, qd, qdd = (a.astype(dtype) for a in (q, qd, qdd))
-        nominal = _rnea(self.model, q, qd, qdd, dtype)
-        gravity = _rnea(self.model, q, None, None, dtype)
+        # Each RNEA computed once, not once per entry of what reads it (tr.materialize).
+        nominal = tr.materialize(_rnea(self.model, q, qd, qdd, dtype))
+        gravity = tr.materialize(_rnea(self.model, q, None, None, dtype))
         x = jnp.stack([qdd, qd, jnp.sign(qd), gravity, jnp.ones_like(q)], axis=-1)
         return x, nominal
 

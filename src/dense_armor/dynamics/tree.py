@@ -139,6 +139,20 @@ def stack(values) -> jax.Array:
     return out
 
 
+def materialize(x: jax.Array) -> jax.Array:
+    """``x`` (..., m), computed once into a buffer of its own for its consumers to read.
+
+    XLA:CPU fuses an elementwise producer into every consumer, and a consumer that writes many
+    elements (a learner's packed state, its stacked outputs) then recomputes, per element, the
+    whole straight-line RNEA behind ``x``: on Panda a learner's step did ~7k operations for ~1k
+    of work. A product with the identity is a ``dot``, which XLA:CPU never fuses, so ``x`` is
+    computed once, by its own kernel. Exact: every entry is a product by 1 plus products by 0
+    (a NaN or inf in ``x`` spreads along its row, which only screened, finite inputs reach).
+    """
+    # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones.
+    return x @ jnp.eye(x.shape[-1], dtype=x.dtype)
+
+
 def vector(values) -> jax.Array:
     """Assemble scalars into a 1-D array."""
     return stack(values)
