@@ -224,6 +224,23 @@ def _add_learner_options(p, lam_help: str):
     g.add_argument("--drift-h", type=positive, default=20.0, help="CUSUM trigger: threshold h (default 20)")
 
 
+def _add_change_options(p, payload: float, viscous: float, coulomb: float, *, gained: bool) -> None:
+    """--payload, --viscous, --coulomb: what the simulated arm carries or gains that the URDF
+    does not know; each help ends with its default."""
+    what = ("payload mass picked up", "viscous friction gained", "Coulomb friction gained") if gained else (
+        "unmodelled payload", "joint viscous friction", "joint Coulomb friction")
+    for name, text, unit, default in zip(("payload", "viscous", "coulomb"), what, ("kg", "N m s/rad", "N m"), (payload, viscous, coulomb)):
+        p.add_argument(f"--{name}", type=nonnegative, default=default, help=f"{text}, {unit} (default {default:g})")
+
+
+def _add_run_options(p, sigma: float, seed_help: str, plane: str, plane_help: str, plot_help: str) -> None:
+    """--sigma, --seed, --plane, --plot of a simulated run."""
+    p.add_argument("--sigma", type=nonnegative, default=sigma, help=f"torque-sensor noise std, N m (default {sigma:g})")
+    p.add_argument("--seed", type=natural, default=0, help=f"{seed_help} (default 0)")
+    p.add_argument("--plane", choices=("horizontal", "vertical"), default=plane, help=f"{plane_help} (default {plane})")
+    p.add_argument("--plot", metavar="FILE.png", help=plot_help)
+
+
 def _alarm_text(alarm_times, limit=3) -> str:
     if len(alarm_times) == 0:
         return "-"
@@ -616,14 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--duration", type=positive, default=30.0, help="seconds (default 30)")
     demo.add_argument("--rate", type=positive, default=100.0, help="samples per second (default 100)")
-    demo.add_argument("--payload", type=nonnegative, default=0.5, help="payload mass picked up, kg (default 0.5)")
-    demo.add_argument("--viscous", type=nonnegative, default=0.2, help="viscous friction gained, N m s/rad (default 0.2)")
-    demo.add_argument("--coulomb", type=nonnegative, default=0.1, help="Coulomb friction gained, N m (default 0.1)")
-    demo.add_argument("--sigma", type=nonnegative, default=0.01, help="torque-sensor noise std, N m (default 0.01)")
-    demo.add_argument("--seed", type=natural, default=0, help="trajectory and noise seed (default 0)")
-    demo.add_argument("--plane", choices=("horizontal", "vertical"), default="horizontal",
-                      help="arm in a horizontal plane (the design document's) or on a wall (default horizontal)")
-    demo.add_argument("--plot", metavar="FILE.png", help="draw the prequential error over time")
+    _add_change_options(demo, 0.5, 0.2, 0.1, gained=True)
+    _add_run_options(demo, 0.01, "trajectory and noise seed", "horizontal",
+                     "arm in a horizontal plane (the design document's) or on a wall", "draw the prequential error over time")
     _add_learner_options(demo, "default 0.99 for the five-feature learner, the documented classes' for the others")
     demo.set_defaults(func=cmd_demo, default_lam={"five-feature": 0.99})
 
@@ -636,18 +648,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     control.add_argument("--learner", choices=tuple(LEARNER_CLASSES), default="payload",
                          help="the learner in the loop (default payload)")
-    control.add_argument("--payload", type=nonnegative, default=0.5, help="unmodelled payload, kg (default 0.5)")
-    control.add_argument("--viscous", type=nonnegative, default=0.0, help="joint viscous friction, N m s/rad (default 0)")
-    control.add_argument("--coulomb", type=nonnegative, default=0.0, help="joint Coulomb friction, N m (default 0)")
+    _add_change_options(control, 0.5, 0.0, 0.0, gained=False)
     control.add_argument("--kp", type=positive, default=400.0, help="position gain, 1/s^2 (default 400)")
     control.add_argument("--kd", type=positive, default=40.0, help="velocity gain, 1/s (default 40)")
     control.add_argument("--rate", type=positive, default=1000.0, help="control rate, Hz (default 1000)")
     control.add_argument("--laps", type=count, default=2, help="laps of the four targets (default 2)")
-    control.add_argument("--sigma", type=nonnegative, default=0.0, help="torque-sensor noise std, N m (default 0)")
-    control.add_argument("--seed", type=natural, default=0, help="noise seed (default 0)")
-    control.add_argument("--plane", choices=("horizontal", "vertical"), default="vertical",
-                         help="arm on a wall (gravity acts) or in a horizontal plane (default vertical)")
-    control.add_argument("--plot", metavar="FILE.png", help="draw the tracking error and the tip path")
+    _add_run_options(control, 0.0, "noise seed", "vertical",
+                     "arm on a wall (gravity acts) or in a horizontal plane", "draw the tracking error and the tip path")
     _add_learner_options(control, "default: the documented classes', 1 but 0.99 for drift-aware")
     control.set_defaults(func=cmd_control)
 
