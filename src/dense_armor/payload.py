@@ -139,14 +139,14 @@ class NoiseState(NamedTuple):
 class PayloadState(NamedTuple):
     """The payload learner's whole memory (save it and a restart loses nothing).
 
+    :class:`dense_armor.learners.LearnerState`'s fields, with one RLS instead of one per joint,
+    plus the noise estimate.
+
     Attributes:
         rls: one RLS shared by all joints, ``w (p,)`` and ``P (p, p)``, ``p = 10 + k n`` with
             ``k`` the number of friction terms; ``w = (pi, viscous, coulomb, offset)``.
-        count: samples learned.
-        rejected: samples skipped for non-finite values.
-        countdown: samples left with the fast forgetting factor.
-        alarms: drift alarms raised so far.
-        detector: the drift detector's state, or ``None``.
+        count, rejected, countdown, alarms, detector: as in
+            :class:`dense_armor.learners.LearnerState`.
         noise: the running noise-variance estimate.
     """
 
