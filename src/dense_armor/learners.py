@@ -399,7 +399,9 @@ class Stepper:
         self._layout = layout = Layout.of(state)
         self._dtype = dtype = state.rls.w.dtype
 
-        self._n = n = learner.model.n  # cached: an equinox attribute lookup costs microseconds
+        n = learner.model.n
+        # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
+        self._cuts, self._size = (n, 2 * n, 3 * n), 4 * n
 
         def packed_step(state, sample):  # sample: (4n,) [q, qd, qdd, tau], flat (fewer kernels)
             q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
@@ -423,15 +425,16 @@ class Stepper:
 
     def step(self, q, qd, qdd, tau) -> StepOutput:
         """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy."""
-        n = self._n
+        n, n2, n3 = self._cuts
         sample = np.concatenate((q, qd, qdd, tau), dtype=self._dtype)
-        if sample.shape != (4 * n,) or len(q) != n or len(qd) != n or len(qdd) != n:
+        if len(sample) != self._size or len(q) != n or len(qd) != n or len(qdd) != n or sample.ndim != 1:
             for name, a in zip(Sample._fields, (q, qd, qdd, tau)):
                 if np.shape(a) != (n,):
                     raise ValueError(f"{name}: expected shape ({n},), got {np.shape(a)}")
         self._state, report = self._step(self._state, sample)
         report = np.asarray(report)
-        return StepOutput(report[:n], report[n : 2 * n], report[2 * n : 3 * n], report[3 * n] != 0, report[3 * n + 1] != 0)
+        flags = report[n3:] != 0
+        return StepOutput(report[:n], report[n:n2], report[n2:n3], flags[0], flags[1])
 
 
 @jax.jit
