@@ -47,11 +47,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from dense_armor import parse_urdf  # noqa: E402
 from dense_armor.drift import Innovation  # noqa: E402
-from dense_armor.dynamics import rnea  # noqa: E402
-from dense_armor.learners import ResidualLearner, Sample, replay  # noqa: E402
-from dense_armor.robots import minimal_urdf  # noqa: E402
+from dense_armor.learners import ResidualLearner, replay  # noqa: E402
 from dense_armor.utility.learn.online_dynamics import DriftAwareResidualDynamicsLearner  # noqa: E402
 
 try:
@@ -63,46 +60,18 @@ try:
 except ImportError:
     PayloadResidualDynamicsLearner = None
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import table  # noqa: E402
+from protocols import CHANGE, NOMINAL, VERTICAL, T, drift_batch, precision_trajectory, replay_P, windup_batch  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks.md"
 FIGURE = ROOT / "docs" / "figures" / "drift.png"
 HEADING = "Drift benchmark"
 
-T, CHANGE = 400, 200
 WINDOWS = ((150, 200), (200, 230), (230, 300), (300, 400))
 
-NOMINAL = parse_urdf(minimal_urdf())
-CHANGED = parse_urdf(minimal_urdf(payload_mass=0.5))
-_torques = jax.jit(jax.vmap(jax.vmap(rnea, in_axes=(None, 0, 0, 0)), in_axes=(None, 0, 0, 0)))
 _replay_seeds = jax.jit(jax.vmap(replay, in_axes=(None, None, 0)))
-
-
-# --- data -------------------------------------------------------------------------------
-
-
-def drift_data(seeds, sigma: float, scale: float = 1.0):
-    """The benchmark's trajectories for ``seeds``.
-
-    Args:
-        seeds: seed numbers.
-        sigma: measurement noise standard deviation, N m.
-        scale: size of the change (1 = the benchmark; 0.1 = payload 0.05 kg, friction 0.02 qd
-            and 0.01 sign(qd); the regressor is linear in the inertial parameters, so scaling
-            the torque change is scaling the payload).
-
-    Returns:
-        ``(trajectory, true)``: a :class:`Sample` of (S, T, n) arrays with the measured
-        torques, and the noise-free real torques (S, T, n).
-    """
-    n = NOMINAL.n
-    X = np.stack([np.random.default_rng(s).uniform(-1, 1, (T, 3, n)) for s in seeds])
-    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
-    before = np.asarray(_torques(NOMINAL, q, qd, qdd))
-    after = np.asarray(_torques(CHANGED, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
-    after = before + scale * (after - before)
-    true = np.where((np.arange(T) >= CHANGE)[None, :, None], after, before)
-    noise = np.stack([sigma * np.random.default_rng(1000 + s).standard_normal((T, n)) for s in seeds])
-    return Sample(q, qd, qdd, true + noise), true
 
 
 # --- learners ---------------------------------------------------------------------------
@@ -200,12 +169,6 @@ def _fmt_first(values) -> str:
     return text + (f" ({none} none)" if none else "")
 
 
-def table(header, rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def results_table(results: dict) -> str:
     header = ["learner"] + [f"RMSE {a}-{b - 1}" for a, b in WINDOWS] + [
         "first alarm", "first alarm >= 200", "false alarms < 200 (seeds)"
@@ -224,8 +187,8 @@ def results_table(results: dict) -> str:
 def check(print_=print) -> tuple[str, bool]:
     """The targets over seeds 0-199 (sigma = 0.01) and the 10 % change over seeds 0-49."""
     sigma = 0.01
-    trajectory, true = drift_data(range(200), sigma)
-    small, small_true = drift_data(range(50), sigma, scale=0.1)
+    trajectory, true = drift_batch(range(200), sigma)
+    small, small_true = drift_batch(range(50), sigma, scale=0.1)
     base = evaluate(ResidualLearner(NOMINAL, lam=1.0), trajectory, true)
     pre_base = base["rmse"][(150, 200)]
     rows, ok_all = [], True
@@ -283,41 +246,15 @@ def check(print_=print) -> tuple[str, bool]:
 # --- covariance wind-up and float32 (issue 4, parts 3 and 4) -----------------------------
 
 
-@jax.jit
-def _replay_P(learner, state, batch):
-    """Predictions and covariances at every sample, vmapped over the leading (seed) axis."""
-
-    def one(traj):
-        def body(s, sample):
-            s, o = learner.step(s, sample)
-            return s, (o.prediction, s.rls.P)
-
-        return jax.lax.scan(body, state, traj)[1]
-
-    return jax.vmap(one)(batch)
-
-
 def windup(print_=print) -> str:
     """200 exciting samples, 2000 at rest (q held, qd = qdd = 0), 200 exciting; lam = 0.95;
     real robot = the changed robot throughout; sigma = 0.01; seeds 0-19."""
-    seeds, n = range(20), NOMINAL.n
-    out = []
-    for s in seeds:
-        rng = np.random.default_rng(s)
-        a, b = rng.uniform(-1, 1, (200, 3, n)), rng.uniform(-1, 1, (200, 3, n))
-        still = np.zeros((2000, 3, n))
-        still[:, 0] = a[-1, 0]
-        out.append(np.concatenate([a, still, b]))
-    X = np.stack(out)
-    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
-    true = np.asarray(_torques(CHANGED, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
-    noise = np.stack([0.01 * np.random.default_rng(1000 + s).standard_normal(true.shape[1:]) for s in seeds])
-    batch = Sample(q, qd, qdd, true + noise)
+    batch, true = windup_batch(range(20))
     excited = np.array([0, 1, 2, 4])  # the g feature is 0 on the planar arm
     rows = []
     for forgetting in ("directional", "exponential"):
         learner = ResidualLearner(NOMINAL, lam=0.95, forgetting=forgetting)
-        pred, P = (np.asarray(a) for a in _replay_P(learner, learner.init(jnp.float64), batch))
+        pred, P = (np.asarray(a) for a in replay_P(learner, learner.init(jnp.float64), batch))
         trace = np.trace(P[..., excited[:, None], excited[None, :]], axis1=-2, axis2=-1)
         err = (pred - true)[:, 2200:2250]
         per_seed = np.sqrt(np.mean(err**2, axis=(1, 2)))
@@ -337,19 +274,12 @@ def windup(print_=print) -> str:
 def precision(print_=print) -> str:
     """float32 vs float64, lam = 0.99, 10^5 samples, the arm in a vertical plane (gravity
     excites every feature), default forgetting and covariance form."""
-    vertical = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))
-    real = parse_urdf(minimal_urdf(payload_mass=0.5), gravity=(0.0, -9.81, 0.0))
-    count = 100_000
-    X = np.random.default_rng(9).uniform(-1, 1, (1, count, 3, 2))
-    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
-    tau = np.asarray(_torques(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
-    tau = tau + 0.01 * np.random.default_rng(1009).standard_normal(tau.shape)
-    batch = Sample(q, qd, qdd, tau)
+    batch = jax.tree.map(lambda a: a[None], precision_trajectory())  # one seed
     rows = []
     for delta in (1e6, 1e3):
-        learner = ResidualLearner(vertical, lam=0.99, delta=delta)
-        p64, _ = _replay_P(learner, learner.init(jnp.float64), batch)
-        p32, P32 = _replay_P(learner, learner.init(jnp.float32), jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), batch))
+        learner = ResidualLearner(VERTICAL, lam=0.99, delta=delta)
+        p64, _ = replay_P(learner, learner.init(jnp.float64), batch)
+        p32, P32 = replay_P(learner, learner.init(jnp.float32), jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), batch))
         diff = np.abs(np.asarray(p32, np.float64) - np.asarray(p64))[0]
         P32 = np.asarray(P32)[0]
         eig = np.linalg.eigvalsh(P32[::10].astype(np.float64))
@@ -469,7 +399,7 @@ def main(argv=None) -> int:
     body = [NOTES]
     plotted = None
     for sigma in (0.0, 0.01):
-        trajectory, true = drift_data(range(20), sigma)
+        trajectory, true = drift_batch(range(20), sigma)
         results = {name: evaluate(learner, trajectory, true) for name, learner in rows.items()}
         text = results_table(results)
         print(f"\n### sigma = {sigma} N m, seeds 0-19\n\n{text}", flush=True)

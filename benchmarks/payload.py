@@ -48,12 +48,14 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import robots, table, write_section  # noqa: E402
+from protocols import (  # noqa: E402
+    CHANGE, NOMINAL, VERTICAL, drift_batch, precision_trajectory, seed_data, seed_noise, windup_batch, windup_errors,
+)
 
 from dense_armor import attach_payload, learners, parse_urdf, payload_parameters  # noqa: E402
 from dense_armor.dynamics import rnea  # noqa: E402
 from dense_armor.learners import ResidualLearner, Sample  # noqa: E402
 from dense_armor.payload import PayloadLearner, payload_estimate  # noqa: E402
-from dense_armor.robots import minimal_urdf  # noqa: E402
 from dense_armor.utility.learn.online_dynamics import PayloadResidualDynamicsLearner  # noqa: E402
 
 HEADING = "Payload learner"
@@ -99,14 +101,10 @@ _estimate_batch = jax.jit(jax.vmap(payload_estimate, in_axes=(None, 0)))
 
 
 def seed_benchmark(print_=print) -> str:
-    nominal, real = parse_urdf(minimal_urdf()), parse_urdf(minimal_urdf(payload_mass=0.5))
-    rng = np.random.default_rng(0)
-    train = rng.uniform(-1, 1, (40, 3, 2)).transpose(1, 0, 2)
-    test = rng.uniform(-1, 1, (20, 3, 2)).transpose(1, 0, 2)
-    tau, tau_test = np.asarray(_torques(real, *train)), np.asarray(_torques(real, *test))
+    nominal, _, train, tau, test, tau_test = seed_data()
     # Noise draws k = 0-19 (the benchmark) and k = 0-999 (the tail probability), each
     # default_rng(1000 + k) on the 40 learned torques.
-    noise = 0.01 * np.stack([np.random.default_rng(1000 + k).standard_normal(tau.shape) for k in range(DRAWS)])
+    noise = seed_noise(tau.shape, DRAWS)
     batch = Sample(*(np.broadcast_to(a, (DRAWS + 1, *a.shape)) for a in train), np.concatenate([tau[None], tau + noise]))
     rmse = lambda pred: np.sqrt(np.mean((np.asarray(pred) - tau_test) ** 2, axis=(-2, -1)))
     rows = [["URDF alone", f"{rmse(_torques(nominal, *test)):.3f}", "-", "-", "-", "-", "-"]]
@@ -278,46 +276,20 @@ def robot_benchmark(quick: bool, print_=print) -> str:
 # --- 3. wind-up ------------------------------------------------------------------------------
 
 
-@partial(jax.jit, static_argnums=4)
-def _windup(learner, s, tau, truth, resume):
-    """Errors against the true torque at every sample, and ``P`` when motion resumes."""
-
-    def body(state, x):
-        state, out = learner.step(state, Sample(*x[:4]))
-        return state, out.prediction - x[4]
-
-    data = (*s, tau, truth)
-    state, before = jax.lax.scan(body, learner.init(jnp.float64), jax.tree.map(lambda a: a[:resume], data))
-    _, after = jax.lax.scan(body, state, jax.tree.map(lambda a: a[resume:], data))
-    return jnp.concatenate([before, after]), state.rls.P
-
-
 def windup(print_=print) -> str:
-    nominal, real = parse_urdf(minimal_urdf()), parse_urdf(minimal_urdf(payload_mass=0.5))
     lams = np.array([0.95, 0.98, 0.99])
     excited = [0, 1, 2, 9, *range(10, 16)]
     rows = []
     for rest_length in (2000, 0):
         # The protocol, and the same motion and noise without the rest (the error the learner
         # makes anyway at that forgetting factor).
-        runs = []
-        for k in range(20):
-            rng = np.random.default_rng(k)
-            a, b = rng.uniform(-1, 1, (200, 3, 2)), rng.uniform(-1, 1, (200, 3, 2))
-            rest = np.zeros((rest_length, 3, 2))
-            rest[:, 0] = a[-1, 0]
-            s = np.concatenate([a, rest, b]).transpose(1, 0, 2)
-            truth = np.asarray(_torques(real, *s)) + 0.2 * s[1] + 0.1 * np.sign(s[1])
-            noise = 0.01 * np.random.default_rng(1000 + k).standard_normal((2400, 2))
-            noise = np.concatenate([noise[: 200 + rest_length], noise[2200:]])
-            runs.append((s, truth + noise, truth))
-        s, tau, truth = (np.stack(x) for x in zip(*runs))
+        trajectory, truth = windup_batch(range(20), rest=rest_length)
         resume = 200 + rest_length
         for forgetting in ("directional", "exponential") if rest_length else ("directional",):
-            batch = jax.vmap(lambda lam: PayloadLearner(nominal, lam=lam, forgetting=forgetting))(jnp.asarray(lams))
-            one = lambda learner, s, tau, truth: _windup(learner, s, tau, truth, resume)  # noqa: E731
-            run = jax.vmap(jax.vmap(one, in_axes=(None, 0, 0, 0)), in_axes=(0, None, None, None))
-            error, P = (np.asarray(a) for a in run(batch, s, tau, truth))
+            batch = jax.vmap(lambda lam: PayloadLearner(NOMINAL, lam=lam, forgetting=forgetting))(jnp.asarray(lams))
+            one = lambda learner, trajectory, truth: windup_errors(learner, trajectory, truth, resume)  # noqa: E731
+            run = jax.vmap(jax.vmap(one, in_axes=(None, 0, 0)), in_axes=(0, None, None))
+            error, P = (np.asarray(a) for a in run(batch, trajectory, truth))
             trace = np.trace(P[..., excited, :][..., excited], axis1=-2, axis2=-1)
             for i, lam in enumerate(lams):
                 after = error[i, :, resume : resume + 50]
@@ -347,13 +319,13 @@ def drift_targets(quick: bool, print_=print) -> str:
     import drift as D
 
     seeds = range(40 if quick else 200)
-    trajectory, true = D.drift_data(seeds, 0.01)
-    small, small_true = D.drift_data(range(50), 0.01, scale=0.1)
+    trajectory, true = drift_batch(seeds, 0.01)
+    small, small_true = drift_batch(range(50), 0.01, scale=0.1)
     subjects = {
         "default (viscous, Coulomb, offset)": (
-            PayloadResidualDynamicsLearner(D.NOMINAL, trigger="innovation").learner, PayloadLearner(D.NOMINAL)),
+            PayloadResidualDynamicsLearner(NOMINAL, trigger="innovation").learner, PayloadLearner(NOMINAL)),
         "friction=('viscous', 'coulomb')": (
-            D.payload_learner_viscous_coulomb(), PayloadLearner(D.NOMINAL, friction=("viscous", "coulomb"))),
+            D.payload_learner_viscous_coulomb(), PayloadLearner(NOMINAL, friction=("viscous", "coulomb"))),
     }
     columns = {}
     for name, (learner, plain) in subjects.items():
@@ -361,7 +333,7 @@ def drift_targets(quick: bool, print_=print) -> str:
         r, sm = D.evaluate(learner, trajectory, true), D.evaluate(learner, small, small_true)
         bound = D.restarted(plain, trajectory, true)
         w = r["rmse"]
-        delay = sm["detect"] - D.CHANGE
+        delay = sm["detect"] - CHANGE
         columns[name] = [
             f"{int(r['false'].sum())}",
             D._fmt_first(r["detect"]),
@@ -419,19 +391,13 @@ def _replay_chunks(learner, state, traj, first):
 def float32_study(print_=print) -> str:
     """float32 vs float64, lam = 0.99, 10^5 samples, the arm in a vertical plane, payload and
     friction, sigma = 0.01 (as tests/test_payload.py)."""
-    vertical = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))
-    real = parse_urdf(minimal_urdf(payload_mass=0.5), gravity=(0.0, -9.81, 0.0))
     T = 100_000
-    X = np.random.default_rng(9).uniform(-1, 1, (T, 3, 2))
-    q, qd, qdd = X[:, 0], X[:, 1], X[:, 2]
-    tau = np.asarray(_torques(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
-    tau = tau + 0.01 * np.random.default_rng(1009).standard_normal(tau.shape)
-    traj = jax.tree.map(lambda a: a.reshape(T // 10, 10, *a.shape[1:]), Sample(q, qd, qdd, tau))
+    traj = jax.tree.map(lambda a: a.reshape(T // 10, 10, *a.shape[1:]), precision_trajectory(T))
     traj32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), traj)
     rows = []
     for delta in (1e6, 1e3):
         for joseph in (False, True):
-            learner = PayloadLearner(vertical, lam=0.99, delta=delta, joseph=joseph)
+            learner = PayloadLearner(VERTICAL, lam=0.99, delta=delta, joseph=joseph)
             p64 = np.asarray(_replay_chunks(learner, learner.init(jnp.float64), traj, 10)[0]).reshape(T, 2)
             p32, P32, P_first = (np.asarray(a, np.float64) for a in _replay_chunks(learner, learner.init(jnp.float32), traj32, 10))
             diff = np.abs(p32.reshape(T, 2) - p64).max(axis=-1)

@@ -15,14 +15,9 @@ from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import rnea
 from dense_armor.learners import LearnerState, ResidualLearner, Sample
 from dense_armor.robots import minimal_urdf
+from protocols import CHANGED, NOMINAL, VERTICAL, VERTICAL_CHANGED, drift_batch, precision_trajectory, replay_P, windup_batch
 
 jax.config.update("jax_enable_x64", True)
-
-NOMINAL = parse_urdf(minimal_urdf())
-CHANGED = parse_urdf(minimal_urdf(payload_mass=0.5))
-# The same arm in a vertical plane: gravity excites the g feature.
-VERTICAL = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))
-VERTICAL_CHANGED = parse_urdf(minimal_urdf(payload_mass=0.5), gravity=(0.0, -9.81, 0.0))
 
 _torques = jax.jit(jax.vmap(rnea, in_axes=(None, 0, 0, 0)))
 _replay_batch = jax.jit(jax.vmap(learners.replay, in_axes=(None, None, 0)))
@@ -44,17 +39,6 @@ def _trajectory(seed, T, model=CHANGED, sigma=0.01, n=2):
     return Sample(q, qd, qdd, true + noise), true
 
 
-def _drift_batch(seeds, sigma=0.01, scale=1.0, T=400, change=200, n=2):
-    """SPEC section 4's drift benchmark: payload-free, then payload + friction from ``change``."""
-    X = np.stack([np.random.default_rng(s).uniform(-1, 1, (T, 3, n)) for s in seeds])
-    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
-    before = _real(NOMINAL, q, qd, qdd, scale=0.0)
-    after = before + scale * (_real(CHANGED, q, qd, qdd) - before)
-    true = np.where((np.arange(T) >= change)[None, :, None], after, before)
-    noise = np.stack([sigma * np.random.default_rng(1000 + s).standard_normal((T, n)) for s in seeds])
-    return Sample(q, qd, qdd, true + noise), true
-
-
 def _innovation_learner(**kw):
     kw = {"lam": 1.0, "detector": Innovation(), "reopen": 10.0, "fast_lam": 1.0, "warmup_steps": 0} | kw
     return ResidualLearner(NOMINAL, **kw)
@@ -71,7 +55,7 @@ def test_replay_equals_python_loop_of_jitted_steps():
     """Same step, same numbers: lax.scan replay == a Python loop of the jitted step, with a
     drift alarm, the covariance re-opened and a NaN sample on the way."""
     learner = _innovation_learner()
-    traj, _ = _drift_batch([3], T=260)
+    traj, _ = drift_batch([3], length=260)
     traj = _at(traj, 0)
     tau = traj.tau.copy()
     tau[120, 1] = np.nan
@@ -91,7 +75,7 @@ def test_stepper_equals_the_jitted_step(detector):
     """The control-loop stepper (learner compiled in, state packed) runs the same step: same
     outputs and state to rounding, through an alarm and a NaN sample; it compiles once."""
     learner = _innovation_learner() if detector else ResidualLearner(NOMINAL, lam=0.99)
-    traj, _ = _drift_batch([5], T=230)
+    traj, _ = drift_batch([5], length=230)
     traj = _at(traj, 0)
     tau = traj.tau.copy()
     tau[50, 0] = np.nan
@@ -227,7 +211,7 @@ def test_step_compiles_once_across_calls_and_across_parses_of_one_urdf():
 
 def test_save_load_is_bit_exact(tmp_path):
     learner = _innovation_learner(lam=0.99)
-    traj, _ = _drift_batch([6], T=240)
+    traj, _ = drift_batch([6], length=240)
     traj = _at(traj, 0)
     state, _ = learners.replay(learner, learner.init(jnp.float64), _at(traj, slice(0, 220)))
     learners.save_state(tmp_path / "state.npz", state)
@@ -308,7 +292,7 @@ def test_innovation_trigger_on_the_drift_benchmark():
     """Seeds 0-19, sigma = 0.01 (SPEC section 4; the 200-seed check is benchmarks/drift.py):
     no false alarm, detection at 200-202, RMSE 200-229 <= 0.31 on average, and the learner is
     the lam = 1 learner until the change."""
-    traj, true = _drift_batch(range(20))
+    traj, true = drift_batch(range(20))
     inn = _innovation_learner()
     _, out = _replay_batch(inn, inn.init(jnp.float64), traj)
     base = ResidualLearner(NOMINAL, lam=1.0)
@@ -327,7 +311,7 @@ def test_innovation_trigger_on_the_drift_benchmark():
 
 
 def test_innovation_trigger_detects_a_tenth_of_the_change_within_10_samples():
-    traj, _ = _drift_batch(range(50), scale=0.1)
+    traj, _ = drift_batch(range(50), scale=0.1)
     inn = _innovation_learner()
     _, out = _replay_batch(inn, inn.init(jnp.float64), traj)
     alarm = np.asarray(out.alarm)
@@ -349,43 +333,16 @@ def test_innovation_trigger_stays_quiet_on_a_long_unchanging_run():
 # --- covariance wind-up (issue 4, part 3) -----------------------------------------------
 
 
-def _windup_batch(seeds, sigma=0.01, moving=200, rest=2000, n=2):
-    out = []
-    for s in seeds:
-        rng = np.random.default_rng(s)
-        a, b = rng.uniform(-1, 1, (moving, 3, n)), rng.uniform(-1, 1, (moving, 3, n))
-        still = np.zeros((rest, 3, n))
-        still[:, 0] = a[-1, 0]  # q held, qd = qdd = 0
-        out.append(np.concatenate([a, still, b]))
-    X = np.stack(out)
-    q, qd, qdd = X[:, :, 0], X[:, :, 1], X[:, :, 2]
-    true = _real(CHANGED, q, qd, qdd)
-    noise = np.stack([sigma * np.random.default_rng(1000 + s).standard_normal(true.shape[1:]) for s in seeds])
-    return Sample(q, qd, qdd, true + noise), true
-
-
-@jax.jit
-def _replay_P(learner, state, batch):
-    def one(traj):
-        def body(s, sample):
-            s, o = learner.step(s, sample)
-            return s, (o.prediction, s.rls.P)
-
-        return jax.lax.scan(body, state, traj)[1]
-
-    return jax.vmap(one)(batch)
-
-
 def test_no_covariance_windup_at_rest_by_default():
     """200 exciting samples, 2000 at rest, 200 exciting; lam = 0.95; 20 seeds. The covariance
     block of the excited features stays bounded and the error after motion resumes is what it
     is without the rest (the textbook update: trace ~1e44 and errors of tens of N m)."""
-    batch, true = _windup_batch(range(20))
+    batch, true = windup_batch(range(20))
     excited = np.array([0, 1, 2, 4])  # qdd, qd, sign(qd), bias; g is 0 on the planar arm
     results = {}
     for forgetting in ("directional", "exponential"):
         learner = ResidualLearner(NOMINAL, lam=0.95, forgetting=forgetting)
-        pred, P = (np.asarray(a) for a in _replay_P(learner, learner.init(jnp.float64), batch))
+        pred, P = (np.asarray(a) for a in replay_P(learner, learner.init(jnp.float64), batch))
         block = P[..., excited[:, None], excited[None, :]]
         trace = np.trace(block, axis1=-2, axis2=-1)  # (seeds, T, joints)
         err = (pred - true)[:, 2200:2250]
@@ -421,7 +378,7 @@ def test_float32_tracks_float64_over_1e5_samples(delta, early, late):
     1000 and within ``late`` from sample 10^4 (measured: 1.6e-3 and 4.5e-5 with delta = 1e6;
     1.0e-5 and 1.3e-5 with delta = 1e3; docs/benchmarks.md)."""
     T = 100_000
-    traj, _ = _trajectory(9, T, model=VERTICAL_CHANGED)
+    traj = precision_trajectory(T)
     nominal = ResidualLearner(VERTICAL, lam=0.99, delta=delta)
     p64, _ = _replay_outputs_P(nominal, nominal.init(jnp.float64), traj)
     traj32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), traj)
@@ -459,7 +416,7 @@ def test_drift_aware_wrapper_innovation_trigger():
         Aware(NOMINAL, trigger="glr")
     aware = Aware(NOMINAL, trigger="innovation")
     assert isinstance(aware.learner.detector, Innovation) and aware.reopen == 10.0
-    traj, _ = _drift_batch([0])
+    traj, _ = drift_batch([0])
     traj = _at(traj, 0)
     out = aware.learn_many(traj.q, traj.qd, traj.qdd, traj.tau)
     assert np.flatnonzero(out.alarm).tolist()[:1] == [200]

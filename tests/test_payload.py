@@ -15,8 +15,8 @@ from dense_armor.dynamics import rnea
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
 from dense_armor.learners import Sample
 from dense_armor.payload import PayloadLearner, estimate
-from dense_armor.robots import minimal_urdf
 from dense_armor.utility.learn.online_dynamics import PayloadResidualDynamicsLearner, write_minimal_urdf
+from protocols import VERTICAL, drift_batch, precision_trajectory, seed_data, seed_noise, windup_batch, windup_errors
 
 SIGMA = 0.01
 UNEXCITED_ON_PLANAR = [False, False, False, True, True, True, True, True, True, False]  # h_z, I_xx..I_yz
@@ -38,11 +38,7 @@ _fit_batch = jax.jit(jax.vmap(_fit, in_axes=(None, 0, None)))
 @pytest.fixture(scope="module")
 def seed():
     """The seed benchmark (SPEC section 4): nominal and real arm, 40 learning and 20 test samples."""
-    nominal, real = parse_urdf(minimal_urdf()), parse_urdf(minimal_urdf(payload_mass=0.5))
-    rng = np.random.default_rng(0)
-    train = rng.uniform(-1, 1, (40, 3, 2)).transpose(1, 0, 2)
-    test = rng.uniform(-1, 1, (20, 3, 2)).transpose(1, 0, 2)
-    return nominal, real, train, np.asarray(_torques(real, *train)), test, np.asarray(_torques(real, *test))
+    return seed_data()
 
 
 def _learner(nominal, link=None, **kwargs):
@@ -56,7 +52,7 @@ def fits(seed):
     noise sigma = 0.01 from ``default_rng(1000 + k)`` (indices 1-20), and noise-free with
     payloads of 0.1 and 2 kg instead of 0.5 (indices 21, 22)."""
     nominal, _, train, tau, test, _ = seed
-    noise = SIGMA * np.stack([np.random.default_rng(1000 + k).standard_normal(tau.shape) for k in range(20)])
+    noise = seed_noise(tau.shape, 20, SIGMA)
     masses = np.array([0.1, 2.0])
     reals = jax.vmap(lambda m: attach_payload(nominal, "link2", m))(masses)
     others = jax.vmap(_torques, in_axes=(0, None, None, None))(reals, *train)
@@ -235,38 +231,15 @@ def test_nan_sample_is_skipped(seed):
     chex.assert_tree_all_finite(state.rls)
 
 
-@jax.jit
-def _windup(learner, s, tau, truth):
-    """Prequential errors against the noise-free torque, and P at the end of the rest."""
-
-    def body(state, x):
-        state, out = learner.step(state, Sample(*x[:4]))
-        return state, out.prediction - x[4]
-
-    data = (*s, tau, truth)
-    state, before = jax.lax.scan(body, learner.init(jnp.float64), jax.tree.map(lambda a: a[:2200], data))
-    _, after = jax.lax.scan(body, state, jax.tree.map(lambda a: a[2200:], data))
-    return jnp.concatenate([before, after]), state.rls.P
-
-
 def test_no_covariance_windup_at_rest(seed):
     """Issue protocol (as benchmarks/drift.py): 200 exciting samples, 2000 at rest (q held,
     qd = qdd = 0), 200 exciting; the real robot carries the payload plus viscous 0.2 qd and
     Coulomb 0.1 sign(qd) friction; sigma = 0.01; seeds 0-19."""
-    nominal, real = seed[0], seed[1]
-    runs = []
-    for k in range(20):
-        rng = np.random.default_rng(k)
-        a, b = rng.uniform(-1, 1, (2, 200, 3, 2))
-        rest = np.zeros((2000, 3, 2))
-        rest[:, 0] = a[-1, 0]
-        s = np.concatenate([a, rest, b]).transpose(1, 0, 2)
-        truth = np.asarray(_torques(real, *s)) + 0.2 * s[1] + 0.1 * np.sign(s[1])
-        runs.append((s, truth + SIGMA * np.random.default_rng(1000 + k).standard_normal(truth.shape), truth))
-    s, tau, truth = (np.stack(x) for x in zip(*runs))
+    nominal = seed[0]
+    trajectory, truth = windup_batch(range(20), SIGMA)
     lams = jnp.array([0.95, 0.98])
     batch = jax.vmap(lambda lam: PayloadLearner(nominal, lam=lam))(lams)
-    error, P = jax.vmap(jax.vmap(_windup, in_axes=(None, 0, 0, 0)), in_axes=(0, None, None, None))(batch, s, tau, truth)
+    error, P = jax.vmap(jax.vmap(windup_errors, in_axes=(None, 0, 0)), in_axes=(0, None, None))(batch, trajectory, truth)
     error, P = np.asarray(error), np.asarray(P)
     chex.assert_tree_all_finite((error, P))
     excited = [0, 1, 2, 9, *range(10, 16)]
@@ -319,16 +292,12 @@ def _drift(learner, trajectories):
 def test_innovation_trigger_on_the_drift_benchmark(seed):
     """SPEC drift benchmark, seeds 0-9 (benchmarks/drift.py runs 0-199): payload and friction
     appear at sample 200; the innovation trigger fires there, the covariance re-opens."""
-    nominal, real = seed[0], seed[1]
-    states = np.stack([np.random.default_rng(k).uniform(-1, 1, (400, 3, 2)) for k in range(10)])
-    q, qd, qdd = states[:, :, 0], states[:, :, 1], states[:, :, 2]
-    before = np.asarray(jax.vmap(_torques, in_axes=(None, 0, 0, 0))(nominal, q, qd, qdd))
-    after = np.asarray(jax.vmap(_torques, in_axes=(None, 0, 0, 0))(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
-    true = np.where((np.arange(400) >= 200)[None, :, None], after, before)
-    noise = np.stack([SIGMA * np.random.default_rng(1000 + k).standard_normal((400, 2)) for k in range(10)])
+    nominal = seed[0]
+    trajectory, true = drift_batch(range(10), SIGMA)
+    q, qd, qdd, measured = trajectory
     wrapper = PayloadResidualDynamicsLearner(nominal, trigger="innovation")
     assert wrapper.reopen == 100.0
-    prediction, alarm, report = _drift(wrapper.learner, Sample(q, qd, qdd, true + noise))
+    prediction, alarm, report = _drift(wrapper.learner, trajectory)
     alarm = np.asarray(alarm)
     assert not alarm[:, :200].any()
     first = np.argmax(alarm[:, 200:], axis=1) + 200
@@ -341,7 +310,7 @@ def test_innovation_trigger_on_the_drift_benchmark(seed):
     # better (seeds 0-199, benchmarks/drift.py: mean 0.00302 vs 0.00299, worst 0.00525 vs 0.00536).
     plain = _learner(nominal)
     restarted = jax.jit(jax.vmap(lambda t: learners.replay(plain, plain.init(jnp.float64), t)[1].prediction))(
-        Sample(q[:, 200:], qd[:, 200:], qdd[:, 200:], (true + noise)[:, 200:])
+        Sample(q[:, 200:], qd[:, 200:], qdd[:, 200:], measured[:, 200:])
     )
     bound = np.sqrt(np.mean((np.asarray(restarted)[:, 30:100] - true[:, 230:300]) ** 2, axis=(1, 2)))
     assert rmse(230, 300).mean() <= 1.05 * bound.mean(), (rmse(230, 300).mean(), bound.mean())
@@ -415,16 +384,10 @@ def test_float32_tracks_float64_over_1e5_samples():
     smallest eigenvalue of P over the largest, from sample 10 on: 1.3e-11 / 1.3e-8 (with
     delta = 1e6, P is indefinite, by 1e-4 of its largest eigenvalue, in samples 0-5 only:
     float32 rounding of the 1e6 prior)."""
-    vertical = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))
-    real = parse_urdf(minimal_urdf(payload_mass=0.5), gravity=(0.0, -9.81, 0.0))
     T = 100_000
-    X = np.random.default_rng(9).uniform(-1, 1, (T, 3, 2))
-    q, qd, qdd = X[:, 0], X[:, 1], X[:, 2]
-    tau = np.asarray(_torques(real, q, qd, qdd)) + 0.2 * qd + 0.1 * np.sign(qd)
-    tau = tau + SIGMA * np.random.default_rng(1009).standard_normal(tau.shape)
-    traj = Sample(q, qd, qdd, tau)
+    traj = precision_trajectory(T)
     deltas = jnp.array([1e6, 1e3])
-    batch = jax.vmap(lambda d: PayloadLearner(vertical, lam=0.99, delta=d))(deltas)
+    batch = jax.vmap(lambda d: PayloadLearner(VERTICAL, lam=0.99, delta=d))(deltas)
     p64, _ = _replay_chunks(batch, jnp.zeros((), jnp.float64), traj)
     traj32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), traj)
     p32, P32 = _replay_chunks(batch, jnp.zeros((), jnp.float32), traj32)
