@@ -144,9 +144,11 @@ def materialize(x: jax.Array) -> jax.Array:
 
     XLA:CPU fuses an elementwise producer into every consumer, and a consumer that writes many
     elements (a learner's packed state, its stacked outputs) then recomputes, per element, the
-    whole straight-line RNEA behind ``x``: on Panda a learner's step did ~7k operations for ~1k
-    of work. A product with the identity is a ``dot``, which XLA:CPU never fuses, so ``x`` is
-    computed once, by its own kernel. Exact: every entry is a product by 1 plus products by 0
+    whole straight-line RNEA behind ``x``: a Panda learner's step compiled to 7.4k arithmetic
+    operations, 5.3k with its two RNEAs materialized. A product with the identity is a ``dot``,
+    which XLA:CPU never fuses, so ``x`` is computed once, by its own kernel. Measured in
+    interleaved runs: ``learners.replay`` 0.92 instead of 1.04 us a sample on the two-link arm,
+    1.96 instead of 2.68 on Panda; a single step from Python, within the noise. Exact: every entry is a product by 1 plus products by 0
     (a NaN or inf in ``x`` spreads along its row, which only screened, finite inputs reach).
     """
     # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones.
