@@ -53,17 +53,10 @@ def robots() -> dict[str, str]:
 
 def median_us(fn, repeats: int = 2000, warmup: int = 20) -> float:
     """Median wall time of ``fn()`` in microseconds."""
-    for _ in range(warmup):
-        fn()
-    times = np.empty(repeats)
-    for k in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times[k] = time.perf_counter() - start
-    return float(np.median(times) * 1e6)
+    return interleaved_us({"fn": fn}, rounds=1, per_round=repeats, warmup=warmup)["fn"]
 
 
-def interleaved_us(fns: dict, rounds: int = 20, per_round: int = 200) -> dict[str, float]:
+def interleaved_us(fns: dict, rounds: int = 20, per_round: int = 200, warmup: int = 20) -> dict[str, float]:
     """Median wall time of each ``fn()`` in microseconds, measured in interleaved rounds.
 
     Each round times ``per_round`` calls of every function in turn; the result is the median
@@ -72,7 +65,7 @@ def interleaved_us(fns: dict, rounds: int = 20, per_round: int = 200) -> dict[st
     after the other would not.
     """
     for fn in fns.values():
-        for _ in range(20):
+        for _ in range(warmup):
             fn()
     medians = {name: np.empty(rounds) for name in fns}
     times = np.empty(per_round)

@@ -378,7 +378,7 @@ class Stepper:
     its kernels as data. A stepper compiles :meth:`Learner.step` for this one learner: the
     learner (model and hyperparameters) is a compile-time constant, which XLA folds, and the
     state travels packed (:class:`~dense_armor.packing.Layout`, bit-exact; a float64 state is
-    one buffer). A call passes the state's buffer and the ``(4, n)`` sample and gets the new
+    one buffer). A call passes the state's buffer and the flat ``(4n,)`` sample and gets the new
     state's buffer and the step's outputs, ``[prediction, error, nominal, alarm, accepted]``, back.
     Same arithmetic as :func:`step`; each stepper compiles once, on its first step.
 
@@ -397,7 +397,7 @@ class Stepper:
     def __init__(self, learner: Learner, state):
         self.learner = learner
         self._layout = layout = Layout.of(state)
-        self._dtype = dtype = state.rls.w.dtype
+        self._dtype = state.rls.w.dtype
 
         n = learner.model.n
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
@@ -406,8 +406,7 @@ class Stepper:
         def packed_step(state, sample):  # sample: (4n,) [q, qd, qdd, tau], flat (fewer kernels)
             q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
             state, output = learner.step(layout.unpack(state), Sample(q, qd, qdd, tau))
-            flags = jnp.stack([output.alarm, output.accepted]).astype(dtype)
-            return layout.pack(state), jnp.concatenate([output.prediction, output.error, output.nominal, flags])
+            return layout.pack(state), _report(output)
 
         self._step = jax.jit(packed_step)
         self.state = state
