@@ -98,6 +98,37 @@ def test_stepper_equals_the_jitted_step(detector):
         stepper.state = ResidualLearner(parse_urdf(minimal_urdf(), gravity=(0, -9.81, 0)), detector=Hampel()).init()
 
 
+def test_stepper_float32_state_in_two_buffers_and_its_state_is_a_copy():
+    """A float32 state packs into two buffers (float32, int32 counters): the sample rides in the
+    float32 one; the stepper still equals the jitted step. ``stepper.state`` is a snapshot that a
+    later step leaves alone, and a wrong sample is refused by name, leaving the state as it was."""
+    learner = ResidualLearner(NOMINAL, lam=0.99, delta=1e3)
+    traj, _ = _trajectory(3, 40)
+    state = learner.init(jnp.float32)
+    stepper = learners.Stepper(jax.tree.map(jnp.asarray, learner), state)
+    assert len(stepper._layout.groups) == 2
+    for t in range(20):
+        state, out = learners.step(learner, state, _at(traj, t))
+        got = stepper.step(*_at(traj, t))
+        chex.assert_trees_all_close(got, jax.tree.map(np.asarray, out), rtol=1e-5, atol=1e-5)
+    chex.assert_trees_all_equal_dtypes(stepper.state, state)
+    snapshot = stepper.state
+    kept = jax.tree.map(np.copy, snapshot)
+    stepper.step(*_at(traj, 20))
+    chex.assert_trees_all_equal(snapshot, kept)
+    assert int(stepper.state.count) == 21
+    before = stepper.state
+    q, qd, qdd, tau = _at(traj, 21)
+    with pytest.raises(ValueError, match=r"qd: expected shape \(2,\)"):
+        stepper.step(q, qd[:1], qdd, np.append(tau, 0.0))
+    with pytest.raises(ValueError, match="tau: expected shape"):
+        stepper.step(q, qd, qdd, tau[:, None])
+    with pytest.raises(ValueError, match="real numbers"):
+        stepper.step(q, qd, qdd, tau + 1j)
+    chex.assert_trees_all_equal(stepper.state, before)
+    assert stepper._step._cache_size() == 1
+
+
 def test_vmap_over_learners_with_different_payload_models_equals_loop():
     masses = np.linspace(0.0, 0.7, 8)
     batch = [ResidualLearner(attach_payload(NOMINAL, "link2", m), lam=0.99) for m in masses]

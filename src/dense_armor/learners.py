@@ -378,9 +378,12 @@ class Stepper:
     its kernels as data. A stepper compiles :meth:`Learner.step` for this one learner: the
     learner (model and hyperparameters) is a compile-time constant, which XLA folds, and the
     state travels packed (:class:`~dense_armor.packing.Layout`, bit-exact; a float64 state is
-    one buffer). A call passes the state's buffer and the flat ``(4n,)`` sample and gets the new
-    state's buffer and the step's outputs, ``[prediction, error, nominal, alarm, accepted]``, back.
-    Same arithmetic as :func:`step`; each stepper compiles once, on its first step.
+    one buffer). The state's buffers stay on the host as NumPy arrays, the sample written
+    behind the state in the buffer of its dtype: a NumPy argument is copied to the device on
+    every call anyway, so state and sample cross together, as one array for a float64 learner,
+    and the step's outputs, ``[prediction, error, nominal, alarm, accepted]``, come back behind
+    the new state, again one array. Same arithmetic as :func:`step`; each stepper compiles
+    once, on its first step.
 
     Args:
         learner: a :class:`Learner`; to change it (a new ``lam``, a new model), make a new
@@ -391,49 +394,66 @@ class Stepper:
 
         stepper = Stepper(learner, learner.init())
         out = stepper.step(q, qd, qdd, tau)   # a StepOutput of NumPy values
-        stepper.state                          # the state pytree, NumPy leaves
+        stepper.state                          # a copy of the state pytree, NumPy leaves
     """
 
     def __init__(self, learner: Learner, state):
         self.learner = learner
         self._layout = layout = Layout.of(state)
-        self._dtype = state.rls.w.dtype
-
+        self._dtype = dtype = np.dtype(state.rls.w.dtype)
+        self._home = home = layout.groups.index(dtype.name)  # the buffer the sample rides in
+        self._others = tuple(g for g in range(len(layout.groups)) if g != home)
         n = learner.model.n
+        size = layout.sizes[home]
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
-        self._cuts, self._size = (n, 2 * n, 3 * n), 4 * n
+        self._n, self._cuts = n, (size, size + n, size + 2 * n, size + 3 * n)
 
-        def packed_step(state, sample):  # sample: (4n,) [q, qd, qdd, tau], flat (fewer kernels)
+        def packed_step(*buffers):
+            sample = buffers[home][size:]
             q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
-            state, output = learner.step(layout.unpack(state), Sample(q, qd, qdd, tau))
-            return layout.pack(state), _report(output)
+            state, output = learner.step(layout.unpack(buffers), Sample(q, qd, qdd, tau))
+            out = list(layout.pack(state))
+            out[home] = jnp.concatenate([out[home], _report(output)])
+            return tuple(out)
 
         self._step = jax.jit(packed_step)
         self.state = state
 
     @property
     def state(self):
-        """The current state pytree (NumPy leaves, views of the last step's buffers)."""
-        return self._layout.unpack([np.asarray(b) for b in self._state])
+        """A copy of the current state pytree (NumPy leaves)."""
+        return self._layout.unpack([np.array(b) for b in self._buffers])
 
     @state.setter
     def state(self, state):
         if Layout.of(state) != self._layout:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
-        self._state = self._layout.pack(state)
+        buffers = [np.array(b) for b in self._layout.pack(state)]
+        buffers[self._home] = np.concatenate([buffers[self._home], np.zeros(4 * self._n, self._dtype)])
+        self._buffers = buffers
 
     def step(self, q, qd, qdd, tau) -> StepOutput:
         """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy."""
-        n, n2, n3 = self._cuts
-        sample = np.concatenate((q, qd, qdd, tau), dtype=self._dtype)
-        if len(sample) != self._size or len(q) != n or len(qd) != n or len(qdd) != n or sample.ndim != 1:
-            for name, a in zip(Sample._fields, (q, qd, qdd, tau)):
-                if np.shape(a) != (n,):
-                    raise ValueError(f"{name}: expected shape ({n},), got {np.shape(a)}")
-        self._state, report = self._step(self._state, sample)
-        report = np.asarray(report)
-        flags = report[n3:] != 0
-        return StepOutput(report[:n], report[n:n2], report[n2:n3], flags[0], flags[1])
+        s, a, b, c = self._cuts
+        n = self._n
+        buffers = self._buffers
+        home = buffers[self._home]
+        try:
+            np.concatenate((q, qd, qdd, tau), out=home[s:])
+            shaped = len(q) == n and len(qd) == n and len(qdd) == n
+        except (ValueError, TypeError):
+            shaped = False
+        if not shaped:
+            for name, x in zip(Sample._fields, (q, qd, qdd, tau)):
+                if np.shape(x) != (n,):
+                    raise ValueError(f"{name}: expected shape ({n},), got {np.shape(x)}")
+            raise ValueError(f"q, qd, qdd, tau: expected real numbers, castable to {self._dtype.name}")
+        out = self._step(*buffers)
+        new = np.asarray(out[self._home])
+        home[:s] = new[:s]
+        for g in self._others:
+            buffers[g] = np.asarray(out[g])
+        return StepOutput(new[s:a], new[a:b], new[b:c], new[c] != 0, new[c + 1] != 0)
 
 
 @jax.jit
