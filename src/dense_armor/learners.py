@@ -446,7 +446,7 @@ class Stepper:
         if not shaped:
             for name, x in zip(Sample._fields, (q, qd, qdd, tau)):
                 if np.shape(x) != (n,):
-                    raise ValueError(f"{name}: expected shape ({n},), got {np.shape(x)}")
+                    raise ValueError(f"{name}: expected shape ({n},) for the {n} joints, got {np.shape(x)}")
             raise ValueError(f"q, qd, qdd, tau: expected real numbers, castable to {self._dtype.name}")
         out = self._step(*buffers)
         new = np.asarray(out[self._home])

@@ -178,20 +178,19 @@ class ResidualDynamicsLearner:
         with jax.enable_x64(True):
             self._stepper.state = state
 
-    def _sample(self, q, qd, qdd, tau=None):
-        arrays = {"q": q, "qd": qd, "qdd": qdd, "tau": tau if tau is not None else np.zeros(self.n)}
-        return Sample(*(as_float64(v, k, self.n) for k, v in arrays.items()))
+    def _state_arrays(self, q, qd, qdd):
+        return tuple(as_float64(v, k, self.n) for k, v in (("q", q), ("qd", qd), ("qdd", qdd)))
 
     def learn_one(self, q, qd, qdd, tau) -> "ResidualDynamicsLearner":
         """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``."""
         with jax.enable_x64(True):
-            self.last = self._stepper.step(*self._sample(q, qd, qdd, tau))
+            self.last = self._stepper.step(q, qd, qdd, tau)  # checks and casts the arrays itself
         return self
 
     def predict_torque(self, q, qd, qdd) -> np.ndarray:
         """Predicted torque (n,): the URDF's plus the learned residual."""
         with jax.enable_x64(True):
-            return np.asarray(learners.predict(self.learner, self.state, *self._sample(q, qd, qdd)[:3]))
+            return np.asarray(learners.predict(self.learner, self.state, *self._state_arrays(q, qd, qdd)))
 
     def learn_many(self, q, qd, qdd, tau) -> StepOutput:
         """Learn a trajectory (each (T, n)) with one ``lax.scan``; returns the per-sample outputs."""
