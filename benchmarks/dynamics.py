@@ -42,9 +42,9 @@ dense_armor against Pinocchio 4.1 (C++ through its Python bindings), float64: th
 document's 2-link arm, UR5, Panda with its fingers locked (7 joints) and with them (9 joints).
 
 How to read it. "x floor" divides by the dispatch floor of an empty jitted function; a function
-that takes the model pays about 1.7x that before computing anything (the model is an equinox
-pytree of 11 leaves, flattened in Python on every call). The model is put on the device once:
-with the NumPy leaves `parse_urdf` returns, every call copies them again, about 15 us more.
+that takes the model pays about 1.1x that before computing anything (the model's arrays travel
+as one leaf; as eleven they cost 1.8x). The model is put on the device once: with the NumPy leaf
+`parse_urdf` returns, every call copies it again.
 Pass the model as an argument of a jitted function, as the wrappers do: closed over as a
 constant, XLA folds it into the graph and `rnea` in a scan splits into about 60 kernels
 (Panda: 4 us a state instead of 0.9).
@@ -56,8 +56,10 @@ more than the arithmetic: `rnea`, `nonlinear_effects` and `generalized_gravity` 
 scalar code that compiles to one kernel plus the sines and cosines of q; `crba`, the regressor and
 the kinematics work on lanes of bodies in world coordinates (pointer jumping for the placements,
 masked sums over the tree for velocities and composite inertias), a chain of about 7 kernels for
-`crba`. The regressor still splits into about 36 small kernels, which XLA:CPU runs on its thread
-pool: its single call is the weak spot."""
+`crba`. Each function that reads the model's arrays adds one small copy kernel per array (the views
+of the model's one leaf; see docs/design.md): `rnea` and `crba` compile to 8 kernels, which
+XLA:CPU still runs in order on the calling thread. The regressor splits into about 37 small
+kernels, which XLA:CPU runs on its thread pool: its single call is the weak spot."""
 SCAN_STATES = 10_000
 BATCH = 1024
 SINGLE = ("rnea", "crba", "generalized_gravity", "joint_torque_regressor")

@@ -8,7 +8,8 @@ differentiated with respect to its inertial parameters.
 
 from __future__ import annotations
 
-import equinox as eqx
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,11 +19,29 @@ from dense_armor import spatial
 JOINT_KINDS = ("revolute", "continuous", "prismatic")
 
 
-class Model(eqx.Module):
+#: Static fields of a model: the topology, hashable, part of the pytree structure.
+STATIC = ("name", "joint_names", "joint_kinds", "parents", "body_names", "frame_names", "frame_bodies")
+#: Array fields of a model, in their order in :attr:`Model.data`.
+ARRAYS = (
+    "joint_rotation", "joint_translation", "axis", "inertia", "frame_rotation", "frame_translation",
+    "lower", "upper", "velocity_limit", "effort_limit", "gravity",
+)
+
+
+@jax.tree_util.register_pytree_node_class
+class Model:
     """A fixed-base kinematic tree with one body per movable joint.
 
     Bodies are numbered like joints (body ``i`` is moved by joint ``i``); links behind fixed
     joints are merged into the body they hang from and kept as frames.
+
+    A pytree with one leaf, :attr:`data`, every array flattened and concatenated: a jitted
+    function that takes the model passes one array for it (each array a call takes costs
+    dispatch time; SPEC section 6). The named arrays below are views of ``data``, made when the
+    model is built or unflattened, so under ``jax.jit`` they are sliced once, at the top of the
+    traced function, not inside a ``lax.scan`` that uses them. ``vmap`` over models batches
+    ``data`` (the views keep the leading batch axes); a gradient with respect to a model is a
+    model whose arrays are the gradients. Change arrays with :meth:`replace`.
 
     Attributes:
         name: robot name from the URDF.
@@ -32,6 +51,7 @@ class Model(eqx.Module):
         body_names: (n,) name of the link each joint moves.
         frame_names: (F,) every URDF link, depth-first; ``frame_names[0]`` is the root.
         frame_bodies: (F,) body each frame is rigidly attached to, ``-1`` for the base.
+        data: (..., size) every array of :data:`ARRAYS`, flattened and concatenated in that order.
         joint_rotation: (n, 3, 3) joint origin orientation in the parent body frame.
         joint_translation: (n, 3) joint origin position in the parent body frame, m.
         axis: (n, 3) unit joint axis in the joint frame.
@@ -43,24 +63,65 @@ class Model(eqx.Module):
         gravity: (3,) gravity acceleration in the base frame, m/s^2.
     """
 
-    name: str = eqx.field(static=True)
-    joint_names: tuple[str, ...] = eqx.field(static=True)
-    joint_kinds: tuple[str, ...] = eqx.field(static=True)
-    parents: tuple[int, ...] = eqx.field(static=True)
-    body_names: tuple[str, ...] = eqx.field(static=True)
-    frame_names: tuple[str, ...] = eqx.field(static=True)
-    frame_bodies: tuple[int, ...] = eqx.field(static=True)
-    joint_rotation: jax.Array | np.ndarray
-    joint_translation: jax.Array | np.ndarray
-    axis: jax.Array | np.ndarray
-    inertia: jax.Array | np.ndarray
-    frame_rotation: jax.Array | np.ndarray
-    frame_translation: jax.Array | np.ndarray
-    lower: jax.Array | np.ndarray
-    upper: jax.Array | np.ndarray
-    velocity_limit: jax.Array | np.ndarray
-    effort_limit: jax.Array | np.ndarray
-    gravity: jax.Array | np.ndarray
+    def __init__(self, *, name, joint_names, joint_kinds, parents, body_names, frame_names, frame_bodies, **arrays):
+        """Keyword arguments: the attributes above, the arrays of :data:`ARRAYS` by name (NumPy
+        arrays make a NumPy ``data``, JAX or traced ones a JAX one). An array may carry leading
+        batch axes; the others are broadcast to them."""
+        if sorted(arrays) != sorted(ARRAYS):
+            raise TypeError(f"Model: expected the arrays {', '.join(ARRAYS)}; got {', '.join(arrays)}")
+        static = (name, tuple(joint_names), tuple(joint_kinds), tuple(parents), tuple(body_names),
+                  tuple(frame_names), tuple(frame_bodies))
+        shapes = _shapes(static)
+        values = [arrays[key] for key in ARRAYS]
+        xp = jnp if any(isinstance(x, jax.Array) for x in values) else np
+        values = [xp.asarray(x) for x in values]
+        for key, x, shape in zip(ARRAYS, values, shapes):
+            if x.shape[x.ndim - len(shape) :] != shape:
+                raise ValueError(f"Model: {key} has shape {x.shape}, expected {shape}")
+        batch = np.broadcast_shapes(*(x.shape[: x.ndim - len(shape)] for x, shape in zip(values, shapes)))
+        parts = [xp.broadcast_to(x, (*batch, *shape)).reshape(*batch, -1) for x, shape in zip(values, shapes)]
+        self._build(static, xp.concatenate(parts, axis=-1))
+
+    def _build(self, static, data):
+        set_ = object.__setattr__
+        for key, value in zip(STATIC, static):
+            set_(self, key, value)
+        set_(self, "_static", static)
+        set_(self, "data", data)
+        if isinstance(data, (np.ndarray, jax.Array)):  # not for tree_map placeholders (shardings, None)
+            views, start = [], 0
+            for shape in _shapes(static):
+                size = math.prod(shape)
+                views.append(data[..., start : start + size].reshape(*data.shape[:-1], *shape))
+                start += size
+            if isinstance(data, jax.core.Tracer):
+                # Each view its own buffer, here: XLA would otherwise slice data again wherever a
+                # view is read, inside the body of any lax.scan the model is used in.
+                views = jax.lax.optimization_barrier(views)
+            for key, view in zip(ARRAYS, views):
+                set_(self, key, view)
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"Model is immutable; use model.replace({key}=...)")
+
+    def tree_flatten(self):
+        return (self.data,), self._static
+
+    @classmethod
+    def tree_unflatten(cls, static, children):
+        model = object.__new__(cls)
+        model._build(static, children[0])
+        return model
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}, n={self.n}, joints={self.joint_names}, data={getattr(self.data, 'shape', self.data)})"
+
+    def replace(self, **arrays) -> Model:
+        """A new model with the named arrays (of :data:`ARRAYS`) replaced; traceable."""
+        unknown = set(arrays) - set(ARRAYS)
+        if unknown:
+            raise TypeError(f"Model.replace: unknown arrays {', '.join(sorted(unknown))}; the arrays are {', '.join(ARRAYS)}")
+        return Model(**dict(zip(STATIC, self._static)), **{key: arrays.get(key, getattr(self, key)) for key in ARRAYS})
 
     @property
     def n(self) -> int:
@@ -82,6 +143,12 @@ class Model(eqx.Module):
         if body < 0:
             raise ValueError(f"link {link!r} is part of the fixed base; it carries no dynamics")
         return body
+
+
+def _shapes(static) -> tuple[tuple[int, ...], ...]:
+    """The shapes of the arrays of :data:`ARRAYS` for a model's static fields."""
+    n, frames = len(static[1]), len(static[5])
+    return ((n, 3, 3), (n, 3), (n, 3), (n, 10), (frames, 3, 3), (frames, 3), (n,), (n,), (n,), (n,), (3,))
 
 
 def payload_parameters(mass, com=(0.0, 0.0, 0.0), inertia=None):
@@ -120,7 +187,7 @@ def attach_payload(model: Model, link: str, mass, com=(0.0, 0.0, 0.0), inertia=N
     in_body = jnp.stack(spatial.rigid_params_to_parent(spatial.as_tuple(params), R, p))
     select = jnp.arange(model.n) == body  # a broadcast, not a scatter: any batch sharding propagates
     inertia_new = jnp.asarray(model.inertia, params.dtype) + jnp.where(select[:, None], in_body, 0.0)
-    return eqx.tree_at(lambda m: m.inertia, model, inertia_new)
+    return model.replace(inertia=inertia_new)
 
 
 def with_inertia(model: Model, inertia) -> Model:
@@ -128,4 +195,4 @@ def with_inertia(model: Model, inertia) -> Model:
     inertia = jnp.asarray(inertia)
     if inertia.shape != (model.n, 10):
         raise ValueError(f"inertia: expected shape ({model.n}, 10), got {inertia.shape}")
-    return eqx.tree_at(lambda m: m.inertia, model, inertia)
+    return model.replace(inertia=inertia)

@@ -268,7 +268,7 @@ def world_placements(model: Model, q, dtype) -> tuple:
     """
     prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
     R0, p0, axis = (jnp.asarray(x, dtype) for x in (model.joint_rotation, model.joint_translation, model.axis))
-    u = jnp.sum(R0 * axis[:, None, :], axis=-1)  # R0 a, elementwise (a dot would be a library call)
+    u = R0[:, :, 0] * axis[:, :1] + R0[:, :, 1] * axis[:, 1:2] + R0[:, :, 2] * axis[:, 2:]  # R0 a, elementwise: fuses
     c = jnp.where(prismatic, 1.0, jnp.cos(q))[:, None, None]
     s = jnp.where(prismatic, 0.0, jnp.sin(q))[:, None, None]
     R = c * R0 + s * jnp.cross(R0, axis[:, None, :]) + (1.0 - c) * u[:, :, None] * axis[:, None, :]
