@@ -15,8 +15,10 @@ its two fingers, 9 joints), float64:
 
 Single calls are measured twice, in two child processes: with JAX's asynchronous CPU dispatch
 (the default) and without (``jax_cpu_enable_async_dispatch = False``). The model is put on the
-device once (``jax.device_put``); a model with NumPy leaves, as ``parse_urdf`` returns it, is
-copied to the device on every call, which costs more than the computation.
+device once (``jax.device_put``); a model with a NumPy leaf, as ``parse_urdf`` returns it, is
+copied to the device on every call. Per robot, the floors, the four functions and Pinocchio's
+four are timed in interleaved rounds (``common.interleaved_us``), so their ratios hold while the
+machine's speed drifts.
 
 Run: ``PYTHONPATH=src python benchmarks/dynamics.py`` (about 4 minutes on 2 cores); it prints
 the tables and replaces the "Rigid-body dynamics" section of ``docs/benchmarks.md``.
@@ -34,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import example_robot_urdf, in_child, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
+from common import example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
 
 HEADING = "Rigid-body dynamics"
 NOTES = """\
@@ -49,7 +51,8 @@ Pass the model as an argument of a jitted function, as the wrappers do: closed o
 constant, XLA folds it into the graph and `rnea` in a scan splits into about 60 kernels
 (Panda: 4 us a state instead of 0.9).
 Medians on a shared 2-core machine; between runs the sub-microsecond and single-call figures
-move by up to 2x with the load of other processes.
+move by up to 2x with the load of other processes; single calls are timed in interleaved rounds
+(the floors, the four functions and Pinocchio's, in turn), so their ratios hold within a run.
 
 What the code does (see `src/dense_armor/dynamics/tree.py`). XLA:CPU's fusion decisions matter
 more than the arithmetic: `rnea`, `nonlinear_effects` and `generalized_gravity` are straight-line
@@ -59,7 +62,11 @@ masked sums over the tree for velocities and composite inertias), a chain of abo
 `crba`. Each function that reads the model's arrays adds one small copy kernel per array (the views
 of the model's one leaf; see docs/design.md): `rnea` and `crba` compile to 8 kernels, which
 XLA:CPU still runs in order on the calling thread. The regressor splits into about 37 small
-kernels, which XLA:CPU runs on its thread pool: its single call is the weak spot."""
+kernels, which XLA:CPU runs on its thread pool: its single call is the weak spot.
+
+Targets (issue 2): one jitted call <= 2x the floor; in `lax.scan`, Panda `rnea` <= 0.5 us and
+`crba` <= 2 us a state; the 1024-state `vmap` of the three <= 5 ms; compile <= 5 s per function
+(Panda)."""
 SCAN_STATES = 10_000
 BATCH = 1024
 SINGLE = ("rnea", "crba", "generalized_gravity", "joint_torque_regressor")
@@ -89,6 +96,7 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_cpu_enable_async_dispatch", async_dispatch)
     import jax.numpy as jnp
+    import pinocchio as pin
 
     from dense_armor import dynamics
     from dense_armor.urdf import parse_urdf
@@ -108,18 +116,23 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         }
         r = {"n": n}
         model_floor = jax.jit(lambda model, q: q)
-        for fn, a in ((floor, (q,)), (model_floor, (model, q))):
-            jax.block_until_ready(fn(*a))
-        r["floor"] = median_us(lambda: jax.block_until_ready(floor(q)))
-        r["model_floor"] = median_us(lambda: jax.block_until_ready(model_floor(model, q)))
+        calls = {
+            "floor": lambda: jax.block_until_ready(floor(q)),
+            "model_floor": lambda: jax.block_until_ready(model_floor(model, q)),
+        }
         for fn in SINGLE:
             f = getattr(dynamics, fn)
             if full:
                 start = time.perf_counter()
                 f.lower(*args[fn]).compile()
                 r[f"compile_{fn}"] = time.perf_counter() - start
-            jax.block_until_ready(f(*args[fn]))
-            r[f"call_{fn}"] = median_us(lambda f=f, a=args[fn]: jax.block_until_ready(f(*a)))
+            calls[f"call_{fn}"] = lambda f=f, a=args[fn]: jax.block_until_ready(f(*a))
+        if full:  # Pinocchio's same calls, in the same interleaved rounds
+            pm, pdata, pin_args = _pinocchio(xml, n, q, qd, qdd)
+            for fn in SINGLE:
+                f = getattr(pin, PIN_NAMES[fn])
+                calls[f"pin_{fn}"] = lambda f=f, a=pin_args[fn]: f(pm, pdata, *a)
+        r |= interleaved_us(calls, rounds=15, per_round=100)
         if not full:
             results[name] = r
             continue
@@ -155,19 +168,7 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         jax.block_until_ready(vm(model, batch[0], batch[1]))
         r["compile_vmap"] = time.perf_counter() - start
         r["vmap"] = median_us(lambda: jax.block_until_ready(vm(model, batch[0], batch[1])), repeats=30, warmup=3)
-        # Pinocchio
-        import pinocchio as pin
-
-        pm = pinocchio_model(xml)
-        pdata = pm.createData()
-        pq, pqd, pqdd = (np.asarray(x) for x in (q, qd, qdd))
-        if pm.nq != n:  # continuous joints: (cos, sin)
-            raise ValueError(f"{name}: nq {pm.nq} != n {n}")
-        pin_args = {"rnea": (pq, pqd, pqdd), "crba": (pq,), "generalized_gravity": (pq,),
-                    "joint_torque_regressor": (pq, pqd, pqdd)}
-        for fn in SINGLE:
-            f = getattr(pin, PIN_NAMES[fn])
-            r[f"pin_{fn}"] = median_us(lambda f=f, a=pin_args[fn]: f(pm, pdata, *a))
+        # Pinocchio looping over the same batch
         bq, bqd = (np.asarray(x) for x in batch[:2])
 
         def pin_batch():
@@ -179,6 +180,16 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         r["pin_vmap"] = median_us(pin_batch, repeats=5, warmup=1)
         results[name] = r
     return results
+
+
+def _pinocchio(xml: str, n: int, q, qd, qdd):
+    """Pinocchio's model and data for ``xml``, and the arguments of its calls at one state."""
+    pm = pinocchio_model(xml)
+    if pm.nq != n:  # continuous joints: (cos, sin)
+        raise ValueError(f"{pm.name}: nq {pm.nq} != n {n}")
+    pq, pqd, pqdd = (np.asarray(x) for x in (q, qd, qdd))
+    args = {"rnea": (pq, pqd, pqdd), "crba": (pq,), "generalized_gravity": (pq,), "joint_torque_regressor": (pq, pqd, pqdd)}
+    return pm, pm.createData(), args
 
 
 def child(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
