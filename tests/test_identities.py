@@ -63,6 +63,21 @@ def test_gradient_wrt_inertia_is_the_regressor(robot):
     np.testing.assert_allclose(forward.reshape(-1), expected, atol=1e-12)
 
 
+def test_gradient_wrt_the_model_is_a_model_of_gradients(robot):
+    """The model is one leaf; its gradient is a model whose arrays are the gradients (the
+    inertia's is the regressor's weighted rows; the limits and frames do not enter)."""
+    model, states = robot
+    q, qd, qdd = states[0]
+    weights = jnp.arange(1.0, model.n + 1)
+    grad = jax.grad(lambda m: weights @ rnea(m, q, qd, qdd))(jax.device_put(model))
+    assert type(grad) is type(model) and grad.joint_names == model.joint_names
+    np.testing.assert_allclose(grad.inertia.reshape(-1), weights @ joint_torque_regressor(model, q, qd, qdd), atol=1e-12)
+    for unused in (grad.lower, grad.upper, grad.velocity_limit, grad.effort_limit, grad.frame_translation):
+        assert not np.any(unused)
+    with pytest.raises(AttributeError, match="immutable"):
+        model.inertia = grad.inertia
+
+
 def test_vmap_over_states_equals_loop(robot):
     model, states = robot
     q, qd, qdd = (jnp.asarray(states[:, k]) for k in range(3))
