@@ -373,7 +373,7 @@ def _report(output: StepOutput) -> jax.Array:
 class Stepper:
     """A learner and its state, stepped from a Python control loop at the least dispatch cost.
 
-    :func:`step` passes every leaf of the learner, its state and the sample (about 30 arrays)
+    :func:`step` passes every leaf of the learner, its state and the sample (17-29 arrays)
     and returns 11, each at a dispatch cost, and runs the model's fixed placements through
     its kernels as data. A stepper compiles :meth:`Learner.step` for this one learner: the
     learner (model and hyperparameters) is a compile-time constant, which XLA folds, and the
