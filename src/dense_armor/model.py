@@ -2,8 +2,8 @@
 
 Topology (names, joint kinds, parent indices) is static and hashable, so two models parsed
 from the same URDF share every compiled function. Placements, axes, inertial parameters,
-limits and gravity are array leaves, so a model can be ``jax.vmap``-ed over payloads and
-differentiated with respect to its inertial parameters.
+limits and gravity are arrays, stored together in the model's one leaf, so a model can be
+``jax.vmap``-ed over payloads and differentiated with respect to its inertial parameters.
 """
 
 from __future__ import annotations
