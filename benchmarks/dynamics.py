@@ -45,7 +45,7 @@ document's 2-link arm, UR5, Panda with its fingers locked (7 joints) and with th
 
 How to read it. "x floor" divides by the dispatch floor of an empty jitted function; a function
 that takes the model pays about 1.1x that before computing anything (the model's arrays travel
-as one leaf; as eleven they cost 1.8x). The model is put on the device once: with the NumPy leaf
+as one leaf; as eleven they cost 1.7x). The model is put on the device once: with the NumPy leaf
 `parse_urdf` returns, every call copies it again.
 Pass the model as an argument of a jitted function, as the wrappers do: closed over as a
 constant, XLA folds it into the graph and `rnea` in a scan splits into about 60 kernels
