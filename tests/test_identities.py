@@ -10,6 +10,7 @@ import pytest
 from urdf_factory import random_tree
 
 from dense_armor import attach_payload, parse_urdf, payload_parameters, with_inertia
+from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics import (
     aba,
     body_regressor,
@@ -76,6 +77,35 @@ def test_gradient_wrt_the_model_is_a_model_of_gradients(robot):
         assert not np.any(unused)
     with pytest.raises(AttributeError, match="immutable"):
         model.inertia = grad.inertia
+
+
+def test_derivative_wrt_the_kinematic_parameters_matches_finite_differences(robot):
+    """The dynamics run in joint frames built from the axes (``tree.joint_frames``); the
+    derivative with respect to joint origins and axes (kept unit) is still the true one."""
+    model, states = robot
+    q, qd, qdd = states[0]
+    rng = np.random.default_rng(1)
+    dp, da = rng.normal(size=model.joint_translation.shape), rng.normal(size=model.axis.shape)
+
+    def torque(eps):
+        axis = model.axis + eps * da
+        moved = model.replace(joint_translation=model.joint_translation + eps * dp,
+                              axis=axis / jnp.linalg.norm(axis, axis=-1, keepdims=True))
+        return rnea(moved, q, qd, qdd)
+
+    _, derivative = jax.jvp(torque, (0.0,), (1.0,))
+    h = 1e-6
+    np.testing.assert_allclose(derivative, (torque(h) - torque(-h)) / (2 * h), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("axis", [(0, 0, 1), (0, 0, -1), (1, 0, 0), (0, -1, 0), (1e-300, 0, -1), (0.6, 0, -0.8), "random"])
+def test_axis_basis_is_a_rotation_taking_z_to_the_axis(axis):
+    axes = np.random.default_rng(2).normal(size=(100, 3)) if axis == "random" else np.array([axis], float)
+    axes /= np.linalg.norm(axes, axis=-1, keepdims=True)
+    B = np.moveaxis(np.array(tr.axis_basis(tuple(jnp.asarray(axes[:, k]) for k in range(3)))), (0, 1), (1, 2))
+    np.testing.assert_allclose(B @ np.swapaxes(B, 1, 2), np.broadcast_to(np.eye(3), B.shape), atol=1e-15)
+    np.testing.assert_allclose(np.linalg.det(B), 1.0, atol=1e-15)
+    np.testing.assert_array_equal(B[:, :, 2], axes)
 
 
 def test_vmap_over_states_equals_loop(robot):

@@ -401,13 +401,14 @@ def _replay_outputs_P(learner, state, traj):
     return jax.lax.scan(body, state, traj)[1]
 
 
-@pytest.mark.parametrize("delta,early,late", [(1e6, 3e-3, 1e-4), (1e3, 1e-4, 1e-4)])
+@pytest.mark.parametrize("delta,early,late", [(1e6, 3e-3, 2e-4), (1e3, 1e-4, 1e-4)])
 def test_float32_tracks_float64_over_1e5_samples(delta, early, late):
     """lam = 0.99, 10^5 samples, the vertical arm (all five features excited), textbook
     covariance form with the default directional forgetting: float32 stays finite, P exactly
     symmetric and PSD, and the predictions stay within ``early`` N m of float64's from sample
-    1000 and within ``late`` from sample 10^4 (measured: 1.6e-3 and 4.5e-5 with delta = 1e6;
-    1.0e-5 and 1.3e-5 with delta = 1e3; docs/benchmarks.md)."""
+    1000 and within ``late`` from sample 10^4 (measured: 1.6e-3 and 1.2e-4 with delta = 1e6,
+    4.4e-5 before the RNEA ran in joint frames: with a 1e6 prior the late error follows the
+    float32 rounding of the nominal torques; 1.2e-5 and 1.2e-5 with delta = 1e3; docs/benchmarks.md)."""
     T = 100_000
     traj = precision_trajectory(T)
     nominal = ResidualLearner(VERTICAL, lam=0.99, delta=delta)

@@ -101,6 +101,17 @@ class Model:
             for key, view in zip(ARRAYS, views):
                 set_(self, key, view)
 
+    def indices(self, key: str) -> np.ndarray:
+        """Where the elements of the array ``key`` (of :data:`ARRAYS`) sit in :attr:`data`: an int
+        array of that array's shape, so that ``data[..., model.indices(key)]`` is the array. For
+        quantities derived from several arrays: one gather reads them all."""
+        start = 0
+        for name, shape in zip(ARRAYS, _shapes(self._static)):
+            if name == key:
+                return start + np.arange(math.prod(shape)).reshape(shape)
+            start += math.prod(shape)
+        raise KeyError(f"Model has no array {key!r}; the arrays are {', '.join(ARRAYS)}")
+
     def __setattr__(self, key, value):
         raise AttributeError(f"Model is immutable; use model.replace({key}=...)")
 

@@ -234,15 +234,18 @@ def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
     """
     joints = tr.joints(model, q, dtype)
     v = tr.velocities(joints, qd)
-    a = body_accelerations(model, joints, v, qd, qdd, dtype)[body]
+    a = body_accelerations(joints, v, qd, qdd)[body]
+    # the pass runs in joint frames; the parameters are the body's, in its link frame
+    B = tr.axis_basis(tr.leaf(model.axis, dtype)[body])
     zero = jnp.zeros((), dtype)
-    forces = _unit_forces(v[body], a, zero)
+    forces = _unit_forces(*(tuple(spatial.matvec(B, x) for x in motion) for motion in (v[body], a)), zero)
     if transform is not None:
         T = tr.leaf(transform, dtype)
         forces = [
             jax.tree.map(lambda *fs, k=k: sum(T[l][k] * f for l, f in enumerate(fs)), *forces)
             for k in range(10)
         ]
+    forces = [tuple(spatial.matTvec(B, x) for x in f) for f in forces]
     columns = [[zero] * 10 for _ in range(model.n)]
     for k, f in enumerate(forces):
         i = body

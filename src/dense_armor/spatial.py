@@ -30,6 +30,40 @@ import numpy as np
 # ---------------------------------------------------------------- 3-vectors and 3x3 matrices
 
 
+class Zero:
+    """A zero known at trace time (:data:`ZERO`): a product with it is ``ZERO`` and a sum skips
+    it, so the functions below trace no operation on a structural zero (a joint axis along z,
+    the base at rest). XLA cannot drop ``x * 0`` itself, as ``inf * 0`` is NaN."""
+
+    __slots__ = ()
+    __array_ufunc__ = None  # NumPy scalars defer to the methods below
+
+    def __mul__(self, other):
+        return self
+
+    __rmul__ = __mul__
+
+    def __add__(self, other):
+        return other
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self
+
+    def __sub__(self, other):
+        return -other
+
+    def __rsub__(self, other):
+        return other
+
+    def __repr__(self) -> str:
+        return "ZERO"
+
+
+ZERO = Zero()
+
+
 def add(a, b):
     return tuple(x + y for x, y in zip(a, b))
 

@@ -10,34 +10,27 @@ from dense_armor.dynamics import tree as tr
 from dense_armor.model import Model
 
 
-def _plus(a, b):
-    """Sum of two 3-vectors where ``None`` is a zero known at trace time."""
-    return b if a is None else a if b is None else spatial.add(a, b)
-
-
-def body_accelerations(model: Model, joints, v, qd, qdd, dtype, gravity: bool = True) -> list:
-    """Body spatial accelerations in body frames, gravity included as an upward acceleration
-    ``(0, -g)`` of the fixed base.
+def body_accelerations(joints, v, qd, qdd, gravity: bool = True) -> list:
+    """Body spatial accelerations in joint frames (:func:`tree.joint_frames`), gravity included
+    as an upward acceleration ``(0, -g)`` of the fixed base.
 
     ``v``/``qd`` and ``qdd`` may be ``None`` (zero): their terms are left out at trace time.
     """
-    g = tr.leaf(model.gravity, dtype) if gravity else None
     acc = []
     for i, joint in enumerate(joints):
         if joint.parent >= 0:
             w, lin = spatial.motion_to_child(joint.R, joint.p, acc[joint.parent])
         else:
-            w, lin = None, None if g is None else spatial.matTvec(joint.R, spatial.scale(-1.0, g))
+            w, lin = (spatial.ZERO,) * 3, spatial.scale(-1.0, joint.gravity) if gravity else (spatial.ZERO,) * 3
         if qdd is not None:
-            along = spatial.scale(qdd[i], joint.axis)
-            w, lin = (w, _plus(lin, along)) if joint.prismatic else (_plus(w, along), lin)
-        if v is not None:
-            along = spatial.scale(qd[i], joint.axis)  # v x (S qd)
+            w, lin = (w, tr.along_z(lin, qdd[i])) if joint.prismatic else (tr.along_z(w, qdd[i]), lin)
+        if v is not None:  # v x (S qd), S = e_z
             vw, vlin = v[i]
-            w, lin = (w, _plus(lin, spatial.cross(vw, along))) if joint.prismatic else (
-                _plus(w, spatial.cross(vw, along)), _plus(lin, spatial.cross(vlin, along)))
-        zero = (jnp.zeros((), dtype),) * 3
-        acc.append((zero if w is None else w, zero if lin is None else lin))
+            if joint.prismatic:
+                lin = spatial.add(lin, tr.cross_z(vw, qd[i]))
+            else:
+                w, lin = spatial.add(w, tr.cross_z(vw, qd[i])), spatial.add(lin, tr.cross_z(vlin, qd[i]))
+        acc.append((w, lin))
     return acc
 
 
@@ -45,12 +38,12 @@ def _rnea(model: Model, q, qd, qdd, dtype, gravity: bool = True):
     """The RNEA as traced code, (n,); ``qd``/``qdd`` ``None`` mean zero, ``gravity=False`` leaves it out."""
     joints = tr.joints(model, q, dtype)
     v = tr.velocities(joints, qd) if qd is not None else None
-    acc = body_accelerations(model, joints, v, qd, qdd, dtype, gravity)
+    acc = body_accelerations(joints, v, qd, qdd, gravity)
     forces = []
-    for i, params in enumerate(tr.leaf(model.inertia, dtype)):
-        f = spatial.rigid_momentum(params, acc[i])
+    for i, joint in enumerate(joints):
+        f = spatial.rigid_momentum(joint.inertia, acc[i])
         if v is not None:
-            f = spatial.sadd(f, spatial.cross_force(v[i], spatial.rigid_momentum(params, v[i])))
+            f = spatial.sadd(f, spatial.cross_force(v[i], spatial.rigid_momentum(joint.inertia, v[i])))
         forces.append(f)
     tau = [None] * model.n
     for i in reversed(range(model.n)):
@@ -65,9 +58,10 @@ def _rnea(model: Model, q, qd, qdd, dtype, gravity: bool = True):
 def rnea(model: Model, q, qd, qdd):
     """Inverse dynamics by the Recursive Newton-Euler Algorithm.
 
-    Written in scalars and unrolled over the tree (see :mod:`dense_armor.dynamics.tree`), so
-    that it compiles to one kernel (plus the sines and cosines of ``q``) for up to about 15
-    joints.
+    Written in scalars, unrolled over the tree and run in joint frames (see
+    :mod:`dense_armor.dynamics.tree`), so that it compiles to one kernel for up to about 15
+    joints, plus the sines and cosines of ``q`` and the model's joint frames (hoisted out of a
+    ``lax.scan``).
 
     Args:
         model: the robot.
