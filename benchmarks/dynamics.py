@@ -56,12 +56,12 @@ move by up to 2x with the load of other processes; single calls are timed in int
 
 What the code does (see `src/dense_armor/dynamics/tree.py`). XLA:CPU's fusion decisions matter
 more than the arithmetic: `rnea`, `nonlinear_effects` and `generalized_gravity` are straight-line
-scalar code that compiles to one kernel plus the sines and cosines of q; `crba`, the regressor and
-the kinematics work on lanes of bodies in world coordinates (pointer jumping for the placements,
-masked sums over the tree for velocities and composite inertias), a chain of about 7 kernels for
-`crba`. Each function that reads the model's arrays adds one small copy kernel per array (the views
-of the model's one leaf; see docs/design.md): `rnea` and `crba` compile to 8 kernels, which
-XLA:CPU still runs in order on the calling thread. The regressor splits into about 37 small
+scalar code in joint frames (each body's axes turned so that its joint axis is z; derived from the
+model by one gather and one kernel, which XLA hoists out of a scan), 6 kernels in all for `rnea`;
+`crba`, the regressor and the kinematics work on lanes of bodies in world coordinates (pointer
+jumping for the placements, masked sums over the tree for velocities and composite inertias), a
+chain of 8 kernels for `crba` with the copies of the model's views (docs/design.md). Up to 8
+kernels XLA:CPU runs in order on the calling thread. The regressor splits into about 37 small
 kernels, which XLA:CPU runs on its thread pool: its single call is the weak spot.
 
 Targets (issue 2): one jitted call <= 2x the floor; in `lax.scan`, Panda `rnea` <= 0.5 us and
