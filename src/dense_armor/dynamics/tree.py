@@ -326,6 +326,12 @@ def world_placements(model: Model, q, dtype) -> tuple:
     jumping: in ``ceil(log2(depth))`` stages every body folds in the placement of the ancestor
     ``2^s`` levels up. The last stage is left open, so that the caller's per-body computations
     fuse with it.
+
+    Known cost: the cosines and sines fuse into the first stage's gather, which evaluates them
+    again for every element it writes (on Panda, 0.9 of ``crba``'s 2.4 us a state in a scan,
+    measured by replacing them with a product). As a kernel of their own they make a ninth in a
+    scan's loop body (XLA:CPU then uses its thread pool) and measured no better (2026-11-30:
+    -10 to +10 % in a scan, +10 % for a 1024-state vmap, +6 % for a single call).
     """
     prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
     R0, p0, axis = (jnp.asarray(x, dtype) for x in (model.joint_rotation, model.joint_translation, model.axis))
