@@ -59,9 +59,9 @@ more than the arithmetic: `rnea`, `nonlinear_effects` and `generalized_gravity` 
 scalar code in joint frames (each body's axes turned so that its joint axis is z; derived from the
 model by one gather and one kernel, which XLA hoists out of a scan), 6 kernels in all for `rnea`;
 `crba`, the regressor and the kinematics work on lanes of bodies in world coordinates (pointer
-jumping for the placements, masked sums over the tree for velocities and composite inertias), a
-chain of 8 kernels for `crba` with the copies of the model's views (docs/design.md). Up to 8
-kernels XLA:CPU runs in order on the calling thread. The regressor splits into about 37 small
+jumping for the placements, of the joint frames for `crba`; masked sums over the tree for
+velocities and composite inertias), 8 kernels for `crba`. Up to 8 kernels XLA:CPU runs in order
+on the calling thread. The regressor splits into about 37 small
 kernels, which XLA:CPU runs on its thread pool: its single call is the weak spot.
 
 Targets (issue 2): one jitted call <= 2x the floor; in `lax.scan`, Panda `rnea` <= 0.5 us and

@@ -31,20 +31,19 @@ def world_inertia(params, R, p):
     return (m, *spatial.add(h, mp), entry(0, 0), entry(0, 1), entry(1, 1), entry(0, 2), entry(1, 2), entry(2, 2))
 
 
-def motion_subspaces(model: Model, R, p, dtype):
+def motion_subspaces(model: Model, z, p):
     """Every joint's motion subspace ``S`` in world coordinates, as lanes ``(w, v)``: a revolute
-    joint turns about ``z = R a`` through ``p`` (``(z, p x z)``), a prismatic one slides along
-    ``z``. ``R``, ``p``: the joints' world placements, as lanes."""
+    joint turns about its world axis ``z`` through ``p`` (``(z, p x z)``), a prismatic one slides
+    along ``z``. ``z``, ``p``: the joints' world axes and origins, as lanes."""
     prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
-    z = spatial.matvec(R, tr.lanes(model.axis, dtype))
     pz = spatial.cross(p, z)
     return tuple(jnp.where(prismatic, 0.0, x) for x in z), tuple(jnp.where(prismatic, x, y) for x, y in zip(z, pz))
 
 
 def _mass_matrix(model: Model, q, dtype):
-    R, p = tr.world_placements(model, q, dtype)
-    S = motion_subspaces(model, R, p, dtype)
-    bodies = tr.read(tr.pack([*world_inertia(tr.lanes(model.inertia, dtype), R, p), *S[0], *S[1]]), np.arange(model.n))
+    (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
+    S = motion_subspaces(model, tuple(row[2] for row in R), p)  # a joint frame's axis is its z
+    bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n))
     # composite inertias Ic_j = sum of I_k over the subtree of j
     D = tr.subtree_mask(model)
     composite = tr.columns(tr.masked_sum(D, bodies, axis=0), 10)
@@ -60,8 +59,8 @@ def crba(model: Model, q):
     """Joint-space mass matrix ``M(q)`` (Pinocchio's ``crba``).
 
     The Composite-Rigid-Body Algorithm in world coordinates, over lanes of bodies (see
-    :mod:`dense_armor.dynamics.tree`): world placements by pointer jumping, every body's
-    inertia about the world origin, composite inertias as subtree sums ``Ic_j = sum I_k``
+    :mod:`dense_armor.dynamics.tree`): world placements of the joint frames by pointer jumping
+    (:func:`tree.joint_frame_placements`), every body's inertia about the world origin, composite inertias as subtree sums ``Ic_j = sum I_k``
     (no transforms: all in one frame), ``F_j = Ic_j S_j`` and ``M_ij = S_i . F_j`` for ``i`` an
     ancestor of ``j``: seven kernels in a chain on Panda, where the CRBA written in scalars, or
     as a batch of RNEAs with unit accelerations, compiled to dozens of kernels recomputing each

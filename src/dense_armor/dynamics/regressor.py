@@ -62,7 +62,7 @@ def _regressor(model: Model, q, qd, qdd, dtype):
         return tr.masked_sum(D, rows, axis=1)
 
     R, p = tr.world_placements(model, q, dtype)
-    S = motion_subspaces(model, R, p, dtype)
+    S = motion_subspaces(model, spatial.matvec(R, tr.lanes(model.axis, dtype)), p)
     # world-frame velocities V_k: sums of S_j qd_j over the ancestors
     rows = tr.read(tr.pack([*tr.placement_values((R, p)), *(x * qd for x in (*S[0], *S[1])), *S[0], *S[1]]), body)
     lanes = tr.columns(rows, 24)

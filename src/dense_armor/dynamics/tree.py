@@ -90,7 +90,7 @@ def axis_basis(axis) -> tuple:
     return ((1.0 + s * x * x * a, b, x), (s * b, s + y * y * a, y), (-s * x, -y, z))
 
 
-def joint_frames(model: Model, dtype) -> jax.Array:
+def joint_frames(model: Model, dtype, parents: bool = False) -> jax.Array:
     """Every body re-expressed in its joint frame, where its joint axis is z, as one array.
 
     Body ``i``'s joint frame has the body's origin and the axes of ``B_i`` (:func:`axis_basis`
@@ -104,33 +104,55 @@ def joint_frames(model: Model, dtype) -> jax.Array:
 
     The model's arrays are read by one gather, and the result is put behind an optimization
     barrier: in a single call that is two small kernels (more inputs, or an axis lane read in
-    more than 15 places, would each be cut into a kernel of their own), and inside a
-    ``lax.scan`` XLA hoists both out of the loop, as they do not depend on the state.
+    more than 15 places, would each be cut into a kernel of their own, hence the axes read
+    more than once), and inside a ``lax.scan`` XLA hoists both out of the loop, as they do not
+    depend on the state.
+
+    Args:
+        parents: instead of gravity, the parent joint's ``C`` and ``d`` (any values for a joint
+            on the base), for the first stage of :func:`joint_frame_placements`.
 
     Returns:
-        (n, 4, 7) packed (:func:`pack`) lanes: ``C`` row-major (9), ``d`` (3), the parameters
-        (10), ``C^T g`` (3), in that order.
+        (n, groups, width) packed (:func:`pack`) lanes: ``C`` row-major (9), ``d`` (3), the
+        parameters (10), then ``C^T g`` (3), or with ``parents`` the parent's ``C`` (9) and ``d`` (3).
     """
-    parents = np.asarray(model.parents)
-    up = np.maximum(parents, 0)
+    up = np.maximum(np.asarray(model.parents), 0)
     rotation, translation, axis = (model.indices(key) for key in ("joint_rotation", "joint_translation", "axis"))
-    index = [*rotation.reshape(-1, 9).T, *translation.T, *axis.T, *axis.T, *axis[up].T, *model.indices("inertia").T,
-             *(np.full(model.n, k) for k in model.indices("gravity"))]
-    read = jnp.asarray(model.data, dtype)[..., np.stack(index)]  # (..., 34, n)
+    index = [*rotation.reshape(-1, 9).T, *translation.T, *axis.T, *axis.T, *axis[up].T, *model.indices("inertia").T]
+    if parents:
+        index += [*rotation[up].reshape(-1, 9).T, *translation[up].T, *axis[up].T, *axis[up].T, *axis[up[up]].T]
+    else:
+        index += [np.full(model.n, k) for k in model.indices("gravity")]
+    read = jnp.asarray(model.data, dtype)[..., np.stack(index)]  # (..., rows, n)
     x = [read[..., k, :] for k in range(len(index))]  # lanes
-    R0, p0 = (tuple(x[0:3]), tuple(x[3:6]), tuple(x[6:9])), tuple(x[9:12])
-    basis = axis_basis(x[12:15])
-    basis = tuple((*row[:2], a) for row, a in zip(basis, x[15:18]))  # the axis read twice: see above
-    parent_basis = axis_basis(tuple(jnp.where(parents >= 0, a, float(k == 2)) for k, a in enumerate(x[18:21])))
+    basis = _basis(x[12:15], x[15:18])
+    C, d = _placement(model.parents, x[0:12], basis, x[18:21])
     m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = x[21:31]
-    up_T = spatial.transpose(parent_basis)
-    C = spatial.matmul(up_T, spatial.matmul(R0, basis))
-    d = spatial.matvec(up_T, p0)
     B_T = spatial.transpose(basis)
     h = spatial.matvec(B_T, (hx, hy, hz))
     I = spatial.rotate_sym(B_T, ((ixx, ixy, ixz), (ixy, iyy, iyz), (ixz, iyz, izz)))
-    g = spatial.matTvec(C, tuple(x[31:34]))
-    return jax.lax.optimization_barrier(pack([*C[0], *C[1], *C[2], *d, m, *h, I[0][0], I[0][1], I[1][1], I[0][2], I[1][2], I[2][2], *g]))
+    out = [*C[0], *C[1], *C[2], *d, m, *h, I[0][0], I[0][1], I[1][1], I[0][2], I[1][2], I[2][2]]
+    if parents:
+        C_up, d_up = _placement(np.asarray(model.parents)[up], x[31:43], _basis(x[43:46], x[46:49]), x[49:52])
+        out += [*C_up[0], *C_up[1], *C_up[2], *d_up]
+    else:
+        out += spatial.matTvec(C, tuple(x[31:34]))
+    return jax.lax.optimization_barrier(pack(out))
+
+
+def _basis(axis, column) -> tuple:
+    """:func:`axis_basis` of ``axis`` with its last column read from ``column`` (the same axis,
+    read again so that neither read is used in more than 15 places)."""
+    return tuple((*row[:2], a) for row, a in zip(axis_basis(axis), column))
+
+
+def _placement(parents, values, basis, parent_axis) -> tuple:
+    """``(C, d)`` of joints from their 12 placement lanes ``(R0, p0)``, their axes' basis and
+    their parents' axes (the base's basis is the identity)."""
+    has_parent = np.asarray(parents) >= 0
+    up_T = spatial.transpose(axis_basis(tuple(jnp.where(has_parent, a, float(k == 2)) for k, a in enumerate(parent_axis))))
+    R0, p0 = placement_lanes(values)
+    return spatial.matmul(up_T, spatial.matmul(R0, basis)), spatial.matvec(up_T, p0)
 
 
 def joints(model: Model, q, dtype) -> list[Joint]:
@@ -318,20 +340,17 @@ def _doubling(parents) -> list:
 
 
 def world_placements(model: Model, q, dtype) -> tuple:
-    """World placement ``(R, p)`` of every body, as lanes.
+    """World placement ``(R, p)`` of every body (its link frame), as lanes.
 
     The joint placements, ``R = c R0 + s R0 [a] + (1 - c) (R0 a) a^T`` with ``c, s`` the cosine
-    and sine of ``q`` (``p = p0 + q R0 a`` for a prismatic joint), are whole-array operations, so
-    that each transcendental is evaluated once per joint. Then the tree is composed by pointer
-    jumping: in ``ceil(log2(depth))`` stages every body folds in the placement of the ancestor
-    ``2^s`` levels up. The last stage is left open, so that the caller's per-body computations
-    fuse with it.
+    and sine of ``q`` (``p = p0 + q R0 a`` for a prismatic joint), are whole-array operations,
+    composed over the tree by :func:`pointer_jumping`.
 
     Known cost: the cosines and sines fuse into the first stage's gather, which evaluates them
-    again for every element it writes (on Panda, 0.9 of ``crba``'s 2.4 us a state in a scan,
-    measured by replacing them with a product). As a kernel of their own they make a ninth in a
-    scan's loop body (XLA:CPU then uses its thread pool) and measured no better (2026-11-30:
-    -10 to +10 % in a scan, +10 % for a 1024-state vmap, +6 % for a single call).
+    again for every element it writes (on Panda, 0.9 of ``crba``'s 2.4 us a state in a scan
+    when it used these placements, measured by replacing them with a product); as a kernel of
+    their own they made a ninth in a scan's loop body and measured no better (2026-11-30).
+    :func:`joint_frame_placements` avoids both.
     """
     prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
     R0, p0, axis = (jnp.asarray(x, dtype) for x in (model.joint_rotation, model.joint_translation, model.axis))
@@ -340,18 +359,65 @@ def world_placements(model: Model, q, dtype) -> tuple:
     s = jnp.where(prismatic, 0.0, jnp.sin(q))[:, None, None]
     R = c * R0 + s * jnp.cross(R0, axis[:, None, :]) + (1.0 - c) * u[:, :, None] * axis[:, None, :]
     p = p0 + jnp.where(prismatic, q, 0.0)[:, None] * u
-    packed = jnp.concatenate([R.reshape(-1, 9), p], -1).reshape(-1, 2, 6)
-    own = None
-    for has, index in _doubling(model.parents):
-        if own is not None:
-            packed = pack([jnp.where(has_, a, b) for a, b in zip(composed, own)])
-        own, up = rows(packed, 12, np.arange(model.n), index)
+    return pointer_jumping(model, jnp.concatenate([R.reshape(-1, 9), p], -1).reshape(-1, 2, 6))
+
+
+def joint_frame_placements(model: Model, q, dtype) -> tuple:
+    """World placement ``(R, p)`` of every joint frame (:func:`joint_frames`), as lanes, and the
+    bodies' inertial parameters in them (10 lanes).
+
+    A joint frame's placement in its parent's, ``(C Rot(z, q), d)``, needs two products per
+    entry once ``C`` and ``d`` are known, and these do not depend on ``q``: in a scan they are
+    computed once, out of the loop. The cosines and sines of ``q`` (and of the parents' ``q``,
+    for the first stage) are a kernel of their own, so that no kernel evaluates them per
+    element it writes; the first stage composes each joint with its parent from these
+    directly, without reading placements back (``crba`` on Panda: 8 kernels, 1.8-1.9 instead
+    of 2.6 us a state in a scan, measured 2026-11-30).
+    """
+    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    up = np.maximum(np.asarray(model.parents), 0)
+    frames = joint_frames(model, dtype, parents=True)
+    width = frames.shape[-1]
+    x = [frames[:, k // width, k % width] for k in range(34)]
+    slide = jnp.where(prismatic, q, 0.0)
+    c, s = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q))
+    cs = jax.lax.optimization_barrier(jnp.stack([c, s, c[up], s[up]]))
+
+    def placement(values, c, s, slide) -> list:
+        (C, d), column = placement_lanes(values), tuple(values[2:9:3])
+        R = tuple((c * row[0] + s * row[1], c * row[1] - s * row[0], row[2]) for row in C)
+        return placement_values((R, spatial.add(d, spatial.scale(slide, column))))
+
+    own = placement(x[0:12], cs[0], cs[1], slide)
+    parent = placement(x[22:34], cs[2], cs[3], slide[up])
+    return pointer_jumping(model, own, parent), tuple(x[12:22])
+
+
+def pointer_jumping(model: Model, local, parent: list | None = None) -> tuple:
+    """Compose joint placements into world placements, as lanes ``(R, p)``.
+
+    In ``ceil(log2(depth))`` stages every body folds in the placement of the ancestor ``2^s``
+    levels up; each stage packs its lanes and the next reads the two rows per body it needs by
+    one gather. The last stage is left open, so that the caller's per-body computations fuse
+    with it.
+
+    Args:
+        local: every joint's placement in its parent: 12 lanes (:func:`placement_values`), or
+            packed as (n, 2, 6).
+        parent: the 12 lanes of every joint's parent (any values for a joint on the base), for
+            a first stage without a gather; read back from ``local`` when ``None``.
+    """
+    current = local
+    for stage, (has, index) in enumerate(_doubling(model.parents)):
+        if stage == 0 and parent is not None:
+            own, up = current, parent
+        else:
+            own, up = rows(current if isinstance(current, jax.Array) else pack(current), 12, np.arange(model.n), index)
         composed = placement_values(spatial.compose(placement_lanes(up), placement_lanes(own)))
-        has_ = has
-    if own is None:  # every joint on the base
-        (own,) = rows(packed, 12, np.arange(model.n))
-        return placement_lanes(own)
-    return placement_lanes([jnp.where(has_, a, b) for a, b in zip(composed, own)])
+        current = [jnp.where(has, a, b) for a, b in zip(composed, own)]
+    if isinstance(current, jax.Array):  # every joint on the base
+        (current,) = rows(current, 12, np.arange(model.n))
+    return placement_lanes(current)
 
 
 def masked_sum(mask: np.ndarray, rows, axis: int) -> jax.Array:
