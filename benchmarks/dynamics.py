@@ -47,9 +47,10 @@ How to read it. "x floor" divides by the dispatch floor of an empty jitted funct
 that takes the model pays about 1.1x that before computing anything (the model's arrays travel
 as one leaf; as eleven they cost 1.7x). The model is put on the device once: with the NumPy leaf
 `parse_urdf` returns, every call copies it again.
-Pass the model as an argument of a jitted function, as the wrappers do: closed over as a
-constant, XLA folds it into the graph and `rnea` in a scan splits into about 60 kernels
-(Panda: 4 us a state instead of 0.9).
+A model closed over as a constant costs the same in a scan as one passed as an argument
+(Panda, 2026-11-30: `rnea` 0.44-0.45 us a state either way, `crba` 1.69-1.73): `rnea` and `crba`
+read it through one gather, which XLA folds whole. (When `rnea` read each array, XLA folded the
+constants into the graph and split it into about 60 kernels, 4 us a state.)
 Medians on a shared 2-core machine; between runs the sub-microsecond and single-call figures
 move by up to 2x with the load of other processes; single calls are timed in interleaved rounds
 (the floors, the four functions and Pinocchio's, in turn), so their ratios hold within a run.
