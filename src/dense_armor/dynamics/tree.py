@@ -6,8 +6,9 @@ Two layouts, chosen per function by what XLA:CPU compiles well (measured on Pand
 
 * **Scalars** (the RNEA and its special cases, in joint frames: :func:`joint_frames`). Python
   loops over the static parent tuple unroll into straight-line code on 0-d arrays (see
-  :mod:`dense_armor.spatial`), which fuses into one kernel, provided that every scalar is sliced straight from a model array or input (``x[i, r, c]``,
-  never from a shared ``x[i]``), transcendentals act on whole vectors (``cos(q)``), and results
+  :mod:`dense_armor.spatial`), which fuses into one kernel, provided that every scalar is
+  sliced straight from a model array or input (``x[i, r, c]``, never from a shared ``x[i]``),
+  transcendentals act on whole vectors (``cos(q)``), and results
   are assembled by :func:`stack` (a chain of selects), never by ``jnp.stack``: XLA:CPU does not
   fuse a concatenate of more than 8 operands, and duplicates each operand's whole cone of
   dependencies into a kernel of its own. It only suits up to about 15 results: XLA will not fuse
