@@ -89,11 +89,8 @@ class Model:
         set_(self, "_static", static)
         set_(self, "data", data)
         if isinstance(data, (np.ndarray, jax.Array)):  # not for tree_map placeholders (shardings, None)
-            views, start = [], 0
-            for shape in _shapes(static):
-                size = math.prod(shape)
-                views.append(data[..., start : start + size].reshape(*data.shape[:-1], *shape))
-                start += size
+            views = [data[..., start : start + math.prod(shape)].reshape(*data.shape[:-1], *shape)
+                     for start, shape in _spans(static).values()]
             if isinstance(data, jax.core.Tracer):
                 # Each view its own buffer, here: XLA would otherwise slice data again wherever a
                 # view is read, inside the body of any lax.scan the model is used in.
@@ -105,12 +102,10 @@ class Model:
         """Where the elements of the array ``key`` (of :data:`ARRAYS`) sit in :attr:`data`: an int
         array of that array's shape, so that ``data[..., model.indices(key)]`` is the array. For
         quantities derived from several arrays: one gather reads them all."""
-        start = 0
-        for name, shape in zip(ARRAYS, _shapes(self._static)):
-            if name == key:
-                return start + np.arange(math.prod(shape)).reshape(shape)
-            start += math.prod(shape)
-        raise KeyError(f"Model has no array {key!r}; the arrays are {', '.join(ARRAYS)}")
+        if key not in ARRAYS:
+            raise KeyError(f"Model has no array {key!r}; the arrays are {', '.join(ARRAYS)}")
+        start, shape = _spans(self._static)[key]
+        return start + np.arange(math.prod(shape)).reshape(shape)
 
     def __setattr__(self, key, value):
         raise AttributeError(f"Model is immutable; use model.replace({key}=...)")
@@ -154,6 +149,15 @@ class Model:
         if body < 0:
             raise ValueError(f"link {link!r} is part of the fixed base; it carries no dynamics")
         return body
+
+
+def _spans(static) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Where each array of :data:`ARRAYS` starts in :attr:`Model.data`, and its shape."""
+    spans, start = {}, 0
+    for key, shape in zip(ARRAYS, _shapes(static)):
+        spans[key] = start, shape
+        start += math.prod(shape)
+    return spans
 
 
 def _shapes(static) -> tuple[tuple[int, ...], ...]:

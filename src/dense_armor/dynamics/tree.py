@@ -174,10 +174,16 @@ def joints(model: Model, q, dtype) -> list[Joint]:
             R, p = C, spatial.add(d, spatial.scale(q[i], (C[0][2], C[1][2], C[2][2])))
         else:
             c, s = cos[i], sin[i]
-            R, p = tuple((c * row[0] + s * row[1], c * row[1] - s * row[0], row[2]) for row in C), d
-            g = g and (c * g[0] + s * g[1], c * g[1] - s * g[0], g[2])  # Rot(z, q)^T g
+            R, p = tuple(turn_z(row, c, s) for row in C), d
+            g = g and turn_z(g, c, s)
         out.append(Joint(parent, kind == "prismatic", R, p, inertia, g))
     return out
+
+
+def turn_z(v, c, s) -> tuple:
+    """``v Rot(z, q)`` for a row 3-vector ``v``, equivalently ``Rot(z, q)^T v``, from the cosine
+    ``c`` and sine ``s`` of ``q``."""
+    return c * v[0] + s * v[1], c * v[1] - s * v[0], v[2]
 
 
 def along_z(vector, x):
@@ -232,8 +238,9 @@ def materialize(x: jax.Array) -> jax.Array:
     operations, 5.3k with its two RNEAs materialized. A product with the identity is a ``dot``,
     which XLA:CPU never fuses, so ``x`` is computed once, by its own kernel. Measured in
     interleaved runs: ``learners.replay`` 0.92 instead of 1.04 us a sample on the two-link arm,
-    1.96 instead of 2.68 on Panda; a single step from Python, within the noise. Exact: every entry is a product by 1 plus products by 0
-    (a NaN or inf in ``x`` spreads along its row, which only screened, finite inputs reach).
+    1.96 instead of 2.68 on Panda; a single step from Python, within the noise. Exact: every
+    entry is a product by 1 plus products by 0 (a NaN or inf in ``x`` spreads along its row,
+    which only screened, finite inputs reach).
     """
     # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones.
     return x @ jnp.eye(x.shape[-1], dtype=x.dtype)
@@ -377,17 +384,14 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
     """
     prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
     up = np.maximum(np.asarray(model.parents), 0)
-    frames = joint_frames(model, dtype, parents=True)
-    width = frames.shape[-1]
-    x = [frames[:, k // width, k % width] for k in range(34)]
+    x = columns(joint_frames(model, dtype, parents=True), 34)
     slide = jnp.where(prismatic, q, 0.0)
     c, s = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q))
     cs = jax.lax.optimization_barrier(jnp.stack([c, s, c[up], s[up]]))
 
     def placement(values, c, s, slide) -> list:
         (C, d), column = placement_lanes(values), tuple(values[2:9:3])
-        R = tuple((c * row[0] + s * row[1], c * row[1] - s * row[0], row[2]) for row in C)
-        return placement_values((R, spatial.add(d, spatial.scale(slide, column))))
+        return placement_values((tuple(turn_z(row, c, s) for row in C), spatial.add(d, spatial.scale(slide, column))))
 
     own = placement(x[0:12], cs[0], cs[1], slide)
     parent = placement(x[22:34], cs[2], cs[3], slide[up])
