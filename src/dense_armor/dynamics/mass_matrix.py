@@ -46,7 +46,7 @@ def _mass_matrix(model: Model, q, dtype):
     bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n))
     # composite inertias Ic_j = sum of I_k over the subtree of j
     D = tr.subtree_mask(model)
-    composite = tr.columns(tr.masked_sum(D, bodies, axis=0), 10)
+    composite = tr.columns(tr.masked_sum(D, bodies), 10)
     S = tr.columns(bodies, 16)[10:]
     F = spatial.rigid_momentum(composite, (tuple(S[:3]), tuple(S[3:])))
     # M_ij = S_i . F_j for i an ancestor of j, and symmetric

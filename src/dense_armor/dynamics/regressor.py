@@ -53,50 +53,118 @@ def body_force_regressor(motion, acceleration):
     return columns
 
 
+def _force_terms() -> tuple[tuple, np.ndarray]:
+    """:func:`body_force_regressor` as integer combinations of terms of ``(v, a)``.
+
+    The 60 entries of a body's force columns are linear in its acceleration and quadratic in its
+    velocity. Returns the terms, indices into ``(w, v, wd, vd)`` (12): the six accelerations
+    (one index) and the velocity products that occur (two), and the coefficients (10, 6, terms)
+    of column, component (n, f) and term, found by evaluating the function on unit vectors.
+    """
+
+    def columns(x):
+        motion, acceleration = (tuple(x[0:3]), tuple(x[3:6])), (tuple(x[6:9]), tuple(x[9:12]))
+        return np.array([[*n, *f] for n, f in body_force_regressor(motion, acceleration)])
+
+    e = np.eye(12)
+    terms = [(t,) for t in range(6, 12)]
+    coefficients = [columns(e[t]) for t in range(6, 12)]
+    for i in range(6):
+        for j in range(i, 6):
+            c = columns(e[i]) if i == j else columns(e[i] + e[j]) - columns(e[i]) - columns(e[j])
+            if c.any():
+                terms.append((i, j))
+                coefficients.append(c)
+    return tuple(terms), np.stack(coefficients, -1)
+
+
+FORCE_TERMS, FORCE_COEFFICIENTS = _force_terms()
+
+
+def _combine(coefficients, terms):
+    """``sum(c * t)`` over the nonzero integer coefficients, as additions."""
+    out = spatial.ZERO
+    for c, term in zip(coefficients, terms):
+        if c:
+            term = term if c == 1 else -term if c == -1 else c * term
+            out = term if out is spatial.ZERO else out + term
+    return jnp.zeros_like(terms[0]) if out is spatial.ZERO else out
+
+
+def _compose_placements(upper, lower) -> list:
+    return tr.placement_values(spatial.compose(tr.placement_lanes(upper), tr.placement_lanes(lower)))
+
+
+def _compose_motions(upper, lower) -> list:
+    """World-frame velocity and acceleration increments ``(P, Q)`` of two segments of a path:
+    ``P = P1 + P2`` and ``Q = Q1 + Q2 + P1 x P2`` (each joint's ``S qd`` crossed with the
+    velocity of the joints above it: ``sum_j V_parent(j) x S_j qd_j`` over a path)."""
+    P1, Q1, P2, Q2 = ((tuple(x[0:3]), tuple(x[3:6])) for x in (upper[:6], upper[6:], lower[:6], lower[6:]))
+    P = spatial.sadd(P1, P2)
+    Q = spatial.sadd(spatial.sadd(Q1, Q2), spatial.cross_motion(P1, P2))
+    return [*P[0], *P[1], *Q[0], *Q[1]]
+
+
 def _regressor(model: Model, q, qd, qdd, dtype):
     n = model.n
-    body = np.arange(n)
-    D = tr.subtree_mask(model)  # D[k, j]: j is k or one of its ancestors
-
-    def over_ancestors(rows):  # lane k: the sum of every row j on the path from k to the base
-        return tr.masked_sum(D, rows, axis=1)
-
-    R, p = tr.world_placements(model, q, dtype)
-    S = motion_subspaces(model, spatial.matvec(R, tr.lanes(model.axis, dtype)), p)
-    # world-frame velocities V_k: sums of S_j qd_j over the ancestors
-    rows = tr.read(tr.pack([*tr.placement_values((R, p)), *(x * qd for x in (*S[0], *S[1])), *S[0], *S[1]]), body)
-    lanes = tr.columns(rows, 24)
-    R, p = tr.placement_lanes(lanes[:12])
-    Sqd, S = lanes[12:18], lanes[18:24]
-    V = tr.columns(over_ancestors(rows), 18)[12:18]
-    # accelerations A_k: the base's (0, -g) plus sums of S_j qdd_j + V_j x S_j qd_j
-    own = spatial.sadd(
-        (spatial.scale(qdd, tuple(S[:3])), spatial.scale(qdd, tuple(S[3:]))),
-        spatial.cross_motion((tuple(V[:3]), tuple(V[3:])), (tuple(Sqd[:3]), tuple(Sqd[3:]))),
-    )
-    rows = tr.read(tr.pack([*tr.placement_values((R, p)), *V, *own[0], *own[1], *S]), body)
-    lanes = tr.columns(rows, 30)
-    R, p = tr.placement_lanes(lanes[:12])
-    V, S = lanes[12:18], lanes[24:30]
-    A = tr.columns(over_ancestors(rows), 24)[18:24]
-    A = (tuple(A[:3]), spatial.sub(tuple(A[3:]), tr.leaf(model.gravity, dtype)))
-    # each body's force per parameter, in its own frame, then in world coordinates
-    motion = spatial.motion_to_child(R, p, (tuple(V[:3]), tuple(V[3:])))
-    columns = body_force_regressor(motion, spatial.motion_to_child(R, p, A))
-    world = [x for column in columns for part in spatial.force_to_parent(R, p, column) for x in part]
-    forces = tr.read(tr.pack(world), body).reshape(n, -1)[:, :60].reshape(n, 10, 6)
-    # Y[i, 10 k + c] = S_i . f_kc for i an ancestor of k
-    torque = sum(S[c][:, None, None] * forces[None, :, :, c] for c in range(6))
-    return jnp.where(D.T[:, :, None], torque, 0.0).reshape(n, 10 * n)
+    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    root = np.asarray(model.parents) < 0
+    # the model's arrays (the axes once per use, so that no row is read in more than 15 places),
+    # the cosines and sines and the state, as rows: one gather, one kernel
+    axis = model.indices("axis").T
+    index = [*model.indices("joint_rotation").reshape(-1, 9).T, *model.indices("joint_translation").T,
+             *axis, *axis, *axis, *axis, *(np.full(n, k) for k in model.indices("gravity"))]
+    table = jnp.concatenate([jnp.asarray(model.data, dtype)[..., np.stack(index)], jnp.stack([jnp.cos(q), jnp.sin(q), q, qd, qdd])])
+    table = jax.lax.optimization_barrier(table)
+    x = [table[k : k + 1] for k in range(table.shape[0])]
+    (R0, p0), a, axes, g = tr.placement_lanes(x[:12]), tuple(x[12:15]), (x[15:18], x[18:21], x[21:24]), tuple(x[24:27])
+    c, s, q, qd, qdd = x[27:32]
+    c, s = jnp.where(prismatic, 1.0, c), jnp.where(prismatic, 0.0, s)
+    # world placements of the link frames
+    R = spatial.matmul(R0, spatial.rodrigues(a, c, s))
+    p = spatial.add(p0, spatial.scale(jnp.where(prismatic, q, 0.0), spatial.matvec(R0, a)))
+    placements = tr.accumulate(model, tr.stack_rows(tr.placement_values((R, p))), 12, _compose_placements)
+    R, p = tr.placement_lanes(tr.unstack_rows(placements, 12))
+    # every joint's motion subspace S in world coordinates, and its S qd and S qdd (the base's
+    # acceleration, -g, added at the joints on the base)
+    S = motion_subspaces(model, tuple(spatial.dot(R[i], axes[i]) for i in range(3)), p)
+    Sqd, Sqdd = (spatial.scale(qd, S[0]), spatial.scale(qd, S[1])), (spatial.scale(qdd, S[0]), spatial.scale(qdd, S[1]))
+    Sqdd = Sqdd[0], tuple(jnp.where(root, x - y, x) for x, y in zip(Sqdd[1], g))
+    joints = tr.stack_rows([*Sqd[0], *Sqd[1], *Sqdd[0], *Sqdd[1], *S[0], *S[1]])
+    # body velocities and accelerations: sums over the ancestors, in world coordinates
+    motion = tr.unstack_rows(tr.accumulate(model, joints, 12, _compose_motions), 12)
+    V, A = (tuple(motion[0:3]), tuple(motion[3:6])), (tuple(motion[6:9]), tuple(motion[9:12]))
+    S = tr.unstack_rows(joints, 18)[12:]
+    # in each body's frame: its velocity and acceleration, hence the terms of its force per
+    # parameter, and every joint's motion subspace psi[j, k] (rows j, columns k)
+    v, acc = spatial.motion_to_child(R, p, V), spatial.motion_to_child(R, p, A)
+    va = [*v[0], *v[1], *acc[0], *acc[1]]
+    terms = [va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in FORCE_TERMS]
+    S_j = [row.T for row in S]  # (n, 1): joints along the rows
+    psi = spatial.motion_to_child(R, p, (tuple(S_j[:3]), tuple(S_j[3:])))
+    terms = jax.lax.optimization_barrier(jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows(terms).reshape(-1, n)]))
+    psi, terms = terms[: 6 * n].reshape(6, n, n), [terms[6 * n + k : 6 * n + k + 1] for k in range(len(FORCE_TERMS))]
+    # F[r, k, c]: component r of body k's force per parameter c, in the body's frame
+    F = jnp.stack([
+        jnp.stack([jnp.stack([_combine(FORCE_COEFFICIENTS[5 * h + c, r], terms)[0] for c in range(5)], -1) for h in range(2)], -2).reshape(n, 10)
+        for r in range(6)
+    ])
+    F = jax.lax.optimization_barrier(F)
+    # Y[j, 10 k + c] = psi[j, k] . F[k, c] for j the joint of k or of one of its ancestors
+    Y = sum(psi[r][:, :, None] * F[r][None, :, :] for r in range(6))
+    return jnp.where(tr.subtree_mask(model).T[:, :, None], Y, 0.0).reshape(n, 10 * n)
 
 
 @jax.jit
 def joint_torque_regressor(model: Model, q, qd, qdd):
     """Joint-torque regressor ``Y(q, qd, qdd)`` with ``Y @ pi == rnea(q, qd, qdd)``.
 
-    In world coordinates, over lanes of bodies (see :mod:`dense_armor.dynamics.tree`): body
-    velocities and accelerations as sums over ancestors, each body's force per parameter in its
-    frame, moved to the world, and projected on the motion subspaces of the joints above it.
+    Over rows of bodies (see :mod:`dense_armor.dynamics.tree`): world placements and then world
+    velocities and accelerations composed down the tree by pointer jumping, each body's force
+    per parameter in its own frame (integer combinations of its acceleration and of products of
+    its velocity's components), and every joint's motion subspace in the frame of each body below it,
+    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``. Compiled, a chain of small kernels (12 on Panda),
+    each reading the one before.
 
     Args:
         model: the robot.

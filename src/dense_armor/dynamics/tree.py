@@ -1,7 +1,7 @@
 """What every tree pass shares: input checks, the model as scalars or lanes, joint placements
 and motion, and how results become arrays.
 
-Two layouts, chosen per function by what XLA:CPU compiles well (measured on Panda; see
+Three layouts, chosen per function by what XLA:CPU compiles well (measured on Panda; see
 ``docs/benchmarks.md``):
 
 * **Scalars** (the RNEA and its special cases, in joint frames: :func:`joint_frames`). Python
@@ -13,7 +13,7 @@ Two layouts, chosen per function by what XLA:CPU compiles well (measured on Pand
   fuse a concatenate of more than 8 operands, and duplicates each operand's whole cone of
   dependencies into a kernel of its own. It only suits up to about 15 results: XLA will not fuse
   a scalar into more than 15 places, and cuts it out into a kernel of its own otherwise.
-* **Lanes** (mass matrix, regressor, kinematics): see the section below.
+* **Lanes** (mass matrix, kinematics) and **rows** (the regressor): see the sections below.
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def matrix(rows) -> jax.Array:
 
 # ---------------------------------------------------------------- lanes: one array element per body
 #
-# Where a result mixes many bodies (a mass matrix, a regressor, frame placements), the passes work
+# Where a result mixes many bodies (a mass matrix, frame placements), the passes work
 # on "lanes": every spatial quantity is a tuple of (n,) arrays, element i belonging to body i, and
 # the algebra of :mod:`dense_armor.spatial` applies to them unchanged. Lanes cross between bodies
 # only at stage boundaries: a stage packs its lanes into one array (:func:`pack`, one kernel) and
@@ -272,8 +272,8 @@ def matrix(rows) -> jax.Array:
 # * when a gather is a pack's only reader, the packing stage is fused into it and computed once
 #   per row read: fine for the two rows per body of pointer jumping, not for n rows per body.
 #
-# The stages form a chain, so XLA:CPU runs them in order on the calling thread; more than 8
-# independent kernels would be dispatched to its thread pool, at microseconds each.
+# Up to 8 kernels XLA:CPU runs in order on the calling thread (crba: 8); more, unless each reads
+# the one before (see the rows section), are dispatched to its thread pool, at microseconds each.
 
 
 def lanes(x, dtype):
@@ -425,15 +425,14 @@ def pointer_jumping(model: Model, local, parent: list | None = None) -> tuple:
     return placement_lanes(current)
 
 
-def masked_sum(mask: np.ndarray, rows, axis: int) -> jax.Array:
+def masked_sum(mask: np.ndarray, rows) -> jax.Array:
     """``sum_k where(mask[k], rows[k], 0)`` over the body axis of rows read from a pack: lane
-    ``j`` of the result sums the rows ``k`` with ``mask[k, j]`` (``axis=0``) or ``mask[j, k]``
-    (``axis=1``). Written as ``n`` adds, which fuse into one kernel with no n x n intermediate."""
+    ``j`` of the result sums the rows ``k`` with ``mask[k, j]``. Written as ``n`` adds, which
+    fuse into one kernel with no n x n intermediate."""
     mask = np.asarray(mask)
     total = 0.0
     for k in range(mask.shape[0]):
-        select = mask[k] if axis == 0 else mask[:, k]
-        total = total + jnp.where(select[:, None, None], rows[..., k : k + 1, :, :], 0.0)
+        total = total + jnp.where(mask[k][:, None, None], rows[..., k : k + 1, :, :], 0.0)
     return total
 
 
@@ -448,3 +447,56 @@ def subtree_mask(model: Model) -> np.ndarray:
             D[k, j] = True
             j = model.parents[j]
     return D
+
+
+# ---------------------------------------------------------------- rows: bodies along the last axis
+#
+# The regressor keeps every quantity as a row, a (1, n) array over the bodies, and stacks rows into
+# (groups, width, n) arrays, with each stage of a pass materialized behind an optimization barrier.
+# Two things follow, both about how XLA:CPU compiles small programs:
+#
+# * XLA cuts a fused value out into a kernel of its own once it would be recomputed more than 15
+#   times; it counts one recomputation per reshape between the value and a kernel's output, and
+#   every lane of (n,) needs a reshape of its own to be stacked. A row is stacked without one,
+#   so a row read from a stage can feed every output of the next stage and stay fused.
+# * Each stage then reads the one before it, so the kernels form a chain, and XLA:CPU runs a chain
+#   in order on the calling thread whatever its length (any other program of more than 8 kernels
+#   goes to its thread pool, at microseconds a kernel; docs/benchmarks.md).
+
+
+def stack_rows(rows) -> jax.Array:
+    """Rows (1, n) as one (groups, width, n) array of at most 8 rows a group, computed by one
+    kernel and materialized (XLA fuses a concatenate of at most 8 operands; concatenates along
+    different axes are not merged into one)."""
+    rows = list(rows)
+    groups = -(-len(rows) // 8)
+    width = -(-len(rows) // groups)
+    rows += [jnp.zeros_like(rows[0])] * (groups * width - len(rows))
+    return jax.lax.optimization_barrier(jnp.stack([jnp.concatenate(rows[g * width : (g + 1) * width], -2) for g in range(groups)], -3))
+
+
+def unstack_rows(stacked: jax.Array, count: int) -> list:
+    """The first ``count`` rows (1, n) of a :func:`stack_rows` array."""
+    width = stacked.shape[-2]
+    return [stacked[k // width, k % width : k % width + 1, :] for k in range(count)]
+
+
+def accumulate(model: Model, stacked: jax.Array, width: int, compose) -> jax.Array:
+    """Every body's segment composed with the segments of all its ancestors, by pointer jumping.
+
+    Args:
+        stacked: :func:`stack_rows` array whose first ``width`` rows are each body's own segment
+            (say its placement in its parent, or its joint's velocity).
+        compose: ``compose(upper, lower)`` of two lists of ``width`` rows, associative: the
+            segment of a body's ancestor above the segment of the body.
+
+    Returns:
+        (groups, width', n) :func:`stack_rows` of the ``width`` rows composed from the base down
+        to each body, one materialized kernel per stage of ``ceil(log2(depth))``: each body
+        folds in the segment ``2^s`` levels up, read by a gather of each row.
+    """
+    for has, index in _doubling(model.parents):
+        own = unstack_rows(stacked, width)
+        composed = compose([row[:, index] for row in own], own)
+        stacked = stack_rows([jnp.where(has, a, b) for a, b in zip(composed, own)])
+    return stacked
