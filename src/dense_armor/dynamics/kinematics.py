@@ -75,7 +75,7 @@ def frame_jacobian(model: Model, q, frame: str | int):
     frame = model.frame_index(frame)
     dtype, (q,) = tr.check(model, q=q)
     R, p = tr.world_placements(model, q, dtype)
-    w, v = motion_subspaces(model, spatial.matvec(R, tr.lanes(model.axis, dtype)), p)
+    w, v = motion_subspaces(tr.prismatic_mask(model), spatial.matvec(R, tr.lanes(model.axis, dtype)), p)
     _, origin = _frame_placements(model, (R, p), np.full(model.n, frame), dtype)
     linear = spatial.add(v, spatial.cross(w, origin))
     mask = _ancestors(model, model.frame_bodies[frame])

@@ -31,18 +31,18 @@ def world_inertia(params, R, p):
     return (m, *spatial.add(h, mp), entry(0, 0), entry(0, 1), entry(1, 1), entry(0, 2), entry(1, 2), entry(2, 2))
 
 
-def motion_subspaces(model: Model, z, p):
+def motion_subspaces(prismatic: np.ndarray, z, p):
     """Every joint's motion subspace ``S`` in world coordinates, as lanes ``(w, v)``: a revolute
     joint turns about its world axis ``z`` through ``p`` (``(z, p x z)``), a prismatic one slides
-    along ``z``. ``z``, ``p``: the joints' world axes and origins, as lanes."""
-    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    along ``z``. ``z``, ``p``: the joints' world axes and origins, as lanes or rows; ``prismatic``:
+    the static mask of prismatic joints (:func:`tree.prismatic_mask`)."""
     pz = spatial.cross(p, z)
     return tuple(jnp.where(prismatic, 0.0, x) for x in z), tuple(jnp.where(prismatic, x, y) for x, y in zip(z, pz))
 
 
 def _mass_matrix(model: Model, q, dtype):
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
-    S = motion_subspaces(model, tuple(row[2] for row in R), p)  # a joint frame's axis is its z
+    S = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
     bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n))
     # composite inertias Ic_j = sum of I_k over the subtree of j
     D = tr.subtree_mask(model)

@@ -107,7 +107,7 @@ def _compose_motions(upper, lower) -> list:
 
 def _regressor(model: Model, q, qd, qdd, dtype):
     n = model.n
-    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    prismatic = tr.prismatic_mask(model)
     root = np.asarray(model.parents) < 0
     # the model's arrays (the axes once per use, so that no row is read in more than 15 places),
     # the cosines and sines and the state, as rows: one gather, one kernel
@@ -127,7 +127,7 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     R, p = tr.placement_lanes(tr.unstack_rows(placements, 12))
     # every joint's motion subspace S in world coordinates, and its S qd and S qdd (the base's
     # acceleration, -g, added at the joints on the base)
-    S = motion_subspaces(model, tuple(spatial.dot(R[i], axes[i]) for i in range(3)), p)
+    S = motion_subspaces(prismatic, tuple(spatial.dot(R[i], axes[i]) for i in range(3)), p)
     Sqd, Sqdd = (spatial.scale(qd, S[0]), spatial.scale(qd, S[1])), (spatial.scale(qdd, S[0]), spatial.scale(qdd, S[1]))
     Sqdd = Sqdd[0], tuple(jnp.where(root, x - y, x) for x, y in zip(Sqdd[1], g))
     joints = tr.stack_rows([*Sqd[0], *Sqd[1], *Sqdd[0], *Sqdd[1], *S[0], *S[1]])

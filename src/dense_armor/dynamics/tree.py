@@ -40,6 +40,11 @@ class Joint(NamedTuple):
     gravity: tuple | None  # (3,) for a joint on the base: gravity in its joint frame, at q
 
 
+def prismatic_mask(model: Model) -> np.ndarray:
+    """(n,) static mask of the prismatic joints."""
+    return np.array([kind == "prismatic" for kind in model.joint_kinds])
+
+
 def check(model: Model, **arrays):
     """Cast the named arrays to one floating dtype and check each has shape (n,).
 
@@ -360,7 +365,7 @@ def world_placements(model: Model, q, dtype) -> tuple:
     their own they made a ninth in a scan's loop body and measured no better (2026-11-30).
     :func:`joint_frame_placements` avoids both.
     """
-    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    prismatic = prismatic_mask(model)
     R0, p0, axis = (jnp.asarray(x, dtype) for x in (model.joint_rotation, model.joint_translation, model.axis))
     u = R0[:, :, 0] * axis[:, :1] + R0[:, :, 1] * axis[:, 1:2] + R0[:, :, 2] * axis[:, 2:]  # R0 a, elementwise: fuses
     c = jnp.where(prismatic, 1.0, jnp.cos(q))[:, None, None]
@@ -382,7 +387,7 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
     directly, without reading placements back (``crba`` on Panda: 8 kernels, 1.8-1.9 instead
     of 2.6 us a state in a scan, measured 2026-11-30).
     """
-    prismatic = np.array([kind == "prismatic" for kind in model.joint_kinds])
+    prismatic = prismatic_mask(model)
     up = np.maximum(np.asarray(model.parents), 0)
     x = columns(joint_frames(model, dtype, parents=True), 34)
     slide = jnp.where(prismatic, q, 0.0)
