@@ -135,16 +135,17 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     motion = tr.unstack_rows(tr.accumulate(model, joints, 12, _compose_motions), 12)
     V, A = (tuple(motion[0:3]), tuple(motion[3:6])), (tuple(motion[6:9]), tuple(motion[9:12]))
     S = tr.unstack_rows(joints, 18)[12:]
-    # in each body's frame: its velocity and acceleration, hence the terms of its force per
-    # parameter, and every joint's motion subspace psi[j, k] (rows j, columns k)
+    # in each body's frame: its velocity and acceleration, and every joint's motion subspace
+    # psi[j, k] (rows j, columns k)
     v, acc = spatial.motion_to_child(R, p, V), spatial.motion_to_child(R, p, A)
-    va = [*v[0], *v[1], *acc[0], *acc[1]]
-    terms = [va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in FORCE_TERMS]
     S_j = [row.T for row in S]  # (n, 1): joints along the rows
     psi = spatial.motion_to_child(R, p, (tuple(S_j[:3]), tuple(S_j[3:])))
-    terms = jax.lax.optimization_barrier(jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows(terms).reshape(-1, n)]))
-    psi, terms = terms[: 6 * n].reshape(6, n, n), [terms[6 * n + k : 6 * n + k + 1] for k in range(len(FORCE_TERMS))]
-    # F[r, k, c]: component r of body k's force per parameter c, in the body's frame
+    rows = jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows([*v[0], *v[1], *acc[0], *acc[1]]).reshape(12, n)])
+    rows = jax.lax.optimization_barrier(rows)
+    psi, va = rows[: 6 * n].reshape(6, n, n), [rows[6 * n + k : 6 * n + k + 1] for k in range(12)]
+    # F[r, k, c]: component r of body k's force per parameter c, in the body's frame, from the
+    # velocity products, a kernel of their own (with psi's, Panda's compile took 3.5 s, not 1)
+    terms = tr.unstack_rows(tr.stack_rows([va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in FORCE_TERMS]), len(FORCE_TERMS))
     F = jnp.stack([
         jnp.stack([jnp.stack([_combine(FORCE_COEFFICIENTS[5 * h + c, r], terms)[0] for c in range(5)], -1) for h in range(2)], -2).reshape(n, 10)
         for r in range(6)
@@ -163,7 +164,7 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
     velocities and accelerations composed down the tree by pointer jumping, each body's force
     per parameter in its own frame (integer combinations of its acceleration and of products of
     its velocity's components), and every joint's motion subspace in the frame of each body below it,
-    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``. Compiled, a chain of small kernels (12 on Panda),
+    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``. Compiled, a chain of small kernels (13 on Panda),
     each reading the one before.
 
     Args:
