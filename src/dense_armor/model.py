@@ -9,6 +9,7 @@ limits and gravity are arrays, stored together in the model's one leaf, so a mod
 from __future__ import annotations
 
 import math
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,6 @@ ARRAYS = (
 )
 
 
-@jax.tree_util.register_pytree_node_class
 class Model:
     """A fixed-base kinematic tree with one body per movable joint.
 
@@ -88,6 +88,7 @@ class Model:
             set_(self, key, value)
         set_(self, "_static", static)
         set_(self, "data", data)
+        set_(self, "_flat", ((data,), static))  # what the pytree flattening returns, see below
         if isinstance(data, (np.ndarray, jax.Array)):  # not for tree_map placeholders (shardings, None)
             views = [data[..., start : start + math.prod(shape)].reshape(*data.shape[:-1], *shape)
                      for start, shape in _spans(static).values()]
@@ -110,11 +111,8 @@ class Model:
     def __setattr__(self, key, value):
         raise AttributeError(f"Model is immutable; use model.replace({key}=...)")
 
-    def tree_flatten(self):
-        return (self.data,), self._static
-
     @classmethod
-    def tree_unflatten(cls, static, children):
+    def _unflatten(cls, static, children):
         model = object.__new__(cls)
         model._build(static, children[0])
         return model
@@ -149,6 +147,12 @@ class Model:
         if body < 0:
             raise ValueError(f"link {link!r} is part of the fixed base; it carries no dynamics")
         return body
+
+
+# A pytree whose flattening is one attribute read: ``attrgetter`` runs in C, where a Python
+# ``tree_flatten`` method costs every jitted call that takes a model about 0.25 us (5.1 against
+# 4.8 us, interleaved, 2026-11-30).
+jax.tree_util.register_pytree_node(Model, operator.attrgetter("_flat"), Model._unflatten)
 
 
 def _spans(static) -> dict[str, tuple[int, tuple[int, ...]]]:
