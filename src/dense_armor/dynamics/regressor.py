@@ -109,16 +109,12 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     n = model.n
     prismatic = tr.prismatic_mask(model)
     root = np.asarray(model.parents) < 0
-    # the model's arrays (the axes once per use, so that no row is read in more than 15 places),
-    # the cosines and sines and the state, as rows: one gather, one kernel
-    axis = model.indices("axis").T
-    index = [*model.indices("joint_rotation").reshape(-1, 9).T, *model.indices("joint_translation").T,
-             *axis, *axis, *axis, *axis, *(np.full(n, k) for k in model.indices("gravity"))]
-    table = jnp.concatenate([jnp.asarray(model.data, dtype)[..., np.stack(index)], jnp.stack([jnp.cos(q), jnp.sin(q), q, qd, qdd])])
-    table = jax.lax.optimization_barrier(table)
-    x = [table[k : k + 1] for k in range(table.shape[0])]
-    (R0, p0), a, axes, g = tr.placement_lanes(x[:12]), tuple(x[12:15]), (x[15:18], x[18:21], x[21:24]), tuple(x[24:27])
-    c, s, q, qd, qdd = x[27:32]
+    # as rows: the model's arrays and the state; the cosines and sines a kernel of their own, read
+    # by every placement entry
+    R0, p0 = tr.placement_lanes([*tr.model_rows(model, "joint_rotation", dtype), *tr.model_rows(model, "joint_translation", dtype)])
+    a, g = (tuple(tr.model_rows(model, key, dtype)) for key in ("axis", "gravity"))
+    c, s = jax.lax.optimization_barrier(jnp.stack([jnp.cos(q), jnp.sin(q)]))[:, None, :]
+    q, qd, qdd = q[None], qd[None], qdd[None]
     c, s = jnp.where(prismatic, 1.0, c), jnp.where(prismatic, 0.0, s)
     # world placements of the link frames
     R = spatial.matmul(R0, spatial.rodrigues(a, c, s))
@@ -127,7 +123,7 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     R, p = tr.placement_lanes(tr.unstack_rows(placements, 12))
     # every joint's motion subspace S in world coordinates, and its S qd and S qdd (the base's
     # acceleration, -g, added at the joints on the base)
-    S = motion_subspaces(prismatic, tuple(spatial.dot(R[i], axes[i]) for i in range(3)), p)
+    S = motion_subspaces(prismatic, spatial.matvec(R, a), p)
     Sqd, Sqdd = (spatial.scale(qd, S[0]), spatial.scale(qd, S[1])), (spatial.scale(qdd, S[0]), spatial.scale(qdd, S[1]))
     Sqdd = Sqdd[0], tuple(jnp.where(root, x - y, x) for x, y in zip(Sqdd[1], g))
     joints = tr.stack_rows([*Sqd[0], *Sqd[1], *Sqdd[0], *Sqdd[1], *S[0], *S[1]])

@@ -469,6 +469,19 @@ def subtree_mask(model: Model) -> np.ndarray:
 #   goes to its thread pool, at microseconds a kernel; docs/benchmarks.md).
 
 
+def model_rows(model: Model, key: str, dtype) -> list:
+    """An array of :data:`dense_armor.model.ARRAYS` as rows over the bodies: for an (n, ...)
+    array one row per component (row-major), a strided slice of ``model.data`` whose addresses
+    are fixed at compile time (a gather loads and clamps an index per element, and a model's view
+    is a kernel of its own); for a (k,) array, k rows each repeating one value."""
+    data = jnp.asarray(model.data, dtype)
+    index = model.indices(key)
+    if index.ndim == 1:
+        return [jnp.broadcast_to(data[i], (1, model.n)) for i in index]
+    stride = index[0].size
+    return [data[i : i + stride * (model.n - 1) + 1 : stride][None] for i in index[0].reshape(-1)]
+
+
 def stack_rows(rows) -> jax.Array:
     """Rows (1, n) as one (groups, width, n) array of at most 8 rows a group, computed by one
     kernel and materialized (XLA fuses a concatenate of at most 8 operands; concatenates along
