@@ -493,10 +493,11 @@ def stack_rows(rows) -> jax.Array:
     return jax.lax.optimization_barrier(jnp.stack([jnp.concatenate(rows[g * width : (g + 1) * width], -2) for g in range(groups)], -3))
 
 
-def unstack_rows(stacked: jax.Array, count: int) -> list:
-    """The first ``count`` rows (1, n) of a :func:`stack_rows` array."""
+def unstack_rows(stacked: jax.Array, count: int, bodies: slice = slice(None)) -> list:
+    """The first ``count`` rows (1, n) of a :func:`stack_rows` array, or their ``bodies``
+    columns, each sliced straight from the array."""
     width = stacked.shape[-2]
-    return [stacked[k // width, k % width : k % width + 1, :] for k in range(count)]
+    return [stacked[k // width, k % width : k % width + 1, bodies] for k in range(count)]
 
 
 def accumulate(model: Model, stacked: jax.Array, width: int, compose) -> jax.Array:
@@ -509,12 +510,36 @@ def accumulate(model: Model, stacked: jax.Array, width: int, compose) -> jax.Arr
             segment of a body's ancestor above the segment of the body.
 
     Returns:
-        (groups, width', n) :func:`stack_rows` of the ``width`` rows composed from the base down
-        to each body, one materialized kernel per stage of ``ceil(log2(depth))``: each body
-        folds in the segment ``2^s`` levels up, read by a gather of each row.
+        :func:`stack_rows` of the ``width`` rows composed from the base down to each body, one
+        materialized kernel per stage of ``ceil(log2(depth))``, in which each body folds in the
+        segment ``2^s`` levels up. Bodies are taken in runs whose ancestors are consecutive too
+        (a chain is one run), read by slices whose addresses are fixed at compile time: a
+        gather, which loads and clamps an index per element, made a stage on Panda about 3x
+        slower (it is the fallback past 8 runs).
     """
     for has, index in _doubling(model.parents):
-        own = unstack_rows(stacked, width)
-        composed = compose([row[:, index] for row in own], own)
-        stacked = stack_rows([jnp.where(has, a, b) for a, b in zip(composed, own)])
+        runs = _runs(has, index)
+        if len(runs) > 8:
+            own = unstack_rows(stacked, width)
+            composed = compose([row[:, index] for row in own], own)
+            stacked = stack_rows([jnp.where(has, a, b) for a, b in zip(composed, own)])
+            continue
+        pieces = []
+        for a, b, up in runs:
+            lower = unstack_rows(stacked, width, slice(a, b))
+            pieces.append(lower if up is None else compose(unstack_rows(stacked, width, slice(up, up + b - a)), lower))
+        stacked = stack_rows([jnp.concatenate(row, -1) if len(row) > 1 else row[0] for row in zip(*pieces)])
     return stacked
+
+
+def _runs(has: np.ndarray, index: np.ndarray) -> list:
+    """The bodies as ranges ``(a, b, up)``: with no ancestor at this stage (``up`` None), or
+    with ancestors ``up .. up + b - a - 1``."""
+    out, a = [], 0
+    while a < len(has):
+        b = a + 1
+        while b < len(has) and has[b] == has[a] and (not has[a] or index[b] == index[b - 1] + 1):
+            b += 1
+        out.append((a, b, int(index[a]) if has[a] else None))
+        a = b
+    return out
