@@ -45,8 +45,8 @@ document's 2-link arm, UR5, Panda with its fingers locked (7 joints) and with th
 
 How to read it. "x floor" divides by the dispatch floor of an empty jitted function; a function
 that takes the model pays about 1.1x that before computing anything (the model's arrays travel
-as one leaf; as eleven they cost 1.7x). The model is put on the device once: with the NumPy leaf
-`parse_urdf` returns, every call copies it again.
+as one leaf; as eleven they cost 1.7x), and each further array about 0.08x. The model is put on
+the device once: with the NumPy leaf `parse_urdf` returns, every call copies it again.
 A model closed over as a constant costs the same in a scan as one passed as an argument
 (Panda, 2026-11-30: `rnea` 0.44-0.45 us a state either way, `crba` 1.69-1.73): `rnea` and `crba`
 read it through one gather, which XLA folds whole. (When `rnea` read each array, XLA folded the
@@ -59,11 +59,12 @@ What the code does (see `src/dense_armor/dynamics/tree.py`). XLA:CPU's fusion de
 more than the arithmetic: `rnea`, `nonlinear_effects` and `generalized_gravity` are straight-line
 scalar code in joint frames (each body's axes turned so that its joint axis is z; derived from the
 model by one gather and one kernel, which XLA hoists out of a scan), 6 kernels in all for `rnea`;
-`crba`, the regressor and the kinematics work on lanes of bodies in world coordinates (pointer
-jumping for the placements, of the joint frames for `crba`; masked sums over the tree for
-velocities and composite inertias), 8 kernels for `crba`. Up to 8 kernels XLA:CPU runs in order
-on the calling thread. The regressor splits into about 37 small
-kernels, which XLA:CPU runs on its thread pool: its single call is the weak spot.
+`crba` and the kinematics work on lanes of bodies in world coordinates (pointer jumping for the
+placements, of the joint frames for `crba`; masked sums over the tree for composite inertias),
+8 kernels for `crba`: up to 8 kernels XLA:CPU runs in order on the calling thread. The regressor
+is a chain of 13 kernels on Panda, each reading the one before, which XLA:CPU also runs on the
+calling thread (its 37 independent kernels went to the thread pool, 5.7-6.1x the floor). Its call
+itself, the model and three arrays in and a 3.9 kB result out, costs about 1.45x the floor.
 
 Targets (issue 2): one jitted call <= 2x the floor; in `lax.scan`, Panda `rnea` <= 0.5 us and
 `crba` <= 2 us a state; the 1024-state `vmap` of the three <= 5 ms; compile <= 5 s per function
