@@ -78,7 +78,7 @@ def _force_terms() -> tuple[tuple, np.ndarray]:
     return tuple(terms), np.stack(coefficients, -1)
 
 
-FORCE_TERMS, FORCE_COEFFICIENTS = _force_terms()
+_TERMS, _COEFFICIENTS = _force_terms()
 
 
 def _combine(coefficients, terms):
@@ -92,6 +92,7 @@ def _combine(coefficients, terms):
 
 
 def _compose_placements(upper, lower) -> list:
+    """World placement rows of a body from its ancestor's and its own in that ancestor."""
     return tr.placement_values(spatial.compose(tr.placement_lanes(upper), tr.placement_lanes(lower)))
 
 
@@ -140,10 +141,11 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     rows = jax.lax.optimization_barrier(rows)
     psi, va = rows[: 6 * n].reshape(6, n, n), [rows[6 * n + k : 6 * n + k + 1] for k in range(12)]
     # F[r, k, c]: component r of body k's force per parameter c, in the body's frame, from the
-    # velocity products, a kernel of their own (with psi's, Panda's compile took 3.5 s, not 1)
-    terms = tr.unstack_rows(tr.stack_rows([va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in FORCE_TERMS]), len(FORCE_TERMS))
+    # velocity products, a kernel of their own (in one kernel with psi, Panda's regressor took
+    # 3.5 s to compile instead of 1)
+    terms = tr.unstack_rows(tr.stack_rows([va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in _TERMS]), len(_TERMS))
     F = jnp.stack([
-        jnp.stack([jnp.stack([_combine(FORCE_COEFFICIENTS[5 * h + c, r], terms)[0] for c in range(5)], -1) for h in range(2)], -2).reshape(n, 10)
+        jnp.stack([jnp.stack([_combine(_COEFFICIENTS[5 * h + col, r], terms)[0] for col in range(5)], -1) for h in range(2)], -2).reshape(n, 10)
         for r in range(6)
     ])
     F = jax.lax.optimization_barrier(F)
