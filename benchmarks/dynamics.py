@@ -64,7 +64,7 @@ placements, of the joint frames for `crba`; masked sums over the tree for compos
 8 kernels for `crba`: up to 8 kernels XLA:CPU runs in order on the calling thread. The regressor
 is a chain of 13 kernels on Panda, each reading the one before, which XLA:CPU also runs on the
 calling thread (its 37 independent kernels went to the thread pool, 5.7-6.1x the floor). Its call
-itself, the model and three arrays in and a 3.9 kB result out, costs about 1.45x the floor.
+itself, the model and three arrays in and a 3.9 kB result out, costs about 1.4x the floor.
 
 Targets (issue 2): one jitted call <= 2x the floor; in `lax.scan`, Panda `rnea` <= 0.5 us and
 `crba` <= 2 us a state; the 1024-state `vmap` of the three <= 5 ms; compile <= 5 s per function
