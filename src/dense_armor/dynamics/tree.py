@@ -299,13 +299,19 @@ def pack(components) -> jax.Array:
     XLA fuses a concatenate of at most 8 operands, so more lanes are stacked in groups of at
     most 8 along a second axis (64 lanes at most).
     """
-    components = list(components)
-    groups = -(-len(components) // 8)
+    return jnp.stack([jnp.stack(group, -1) for group in _groups(components)], -2)
+
+
+def _groups(items) -> list:
+    """Arrays in at most 8 equal groups of at most 8, padded with zeros: what XLA fuses into one
+    kernel when each group is concatenated and the groups stacked along another axis."""
+    items = list(items)
+    groups = -(-len(items) // 8)
     if groups > 8:
-        raise ValueError(f"a pack holds at most 64 lanes, got {len(components)}")
-    width = -(-len(components) // groups)
-    components += [jnp.zeros_like(components[0])] * (groups * width - len(components))
-    return jnp.stack([jnp.stack(components[g * width : (g + 1) * width], -1) for g in range(groups)], -2)
+        raise ValueError(f"a pack holds at most 64 lanes or rows, got {len(items)}")
+    width = -(-len(items) // groups)
+    items += [jnp.zeros_like(items[0])] * (groups * width - len(items))
+    return [items[g * width : (g + 1) * width] for g in range(groups)]
 
 
 def read(packed, index) -> jax.Array:
@@ -483,14 +489,9 @@ def model_rows(model: Model, key: str, dtype) -> list:
 
 
 def stack_rows(rows) -> jax.Array:
-    """Rows (1, n) as one (groups, width, n) array of at most 8 rows a group, computed by one
-    kernel and materialized (XLA fuses a concatenate of at most 8 operands; concatenates along
-    different axes are not merged into one)."""
-    rows = list(rows)
-    groups = -(-len(rows) // 8)
-    width = -(-len(rows) // groups)
-    rows += [jnp.zeros_like(rows[0])] * (groups * width - len(rows))
-    return jax.lax.optimization_barrier(jnp.stack([jnp.concatenate(rows[g * width : (g + 1) * width], -2) for g in range(groups)], -3))
+    """Rows (1, n) as one (groups, width, n) array (:func:`_groups`), computed by one kernel and
+    materialized (concatenates along different axes are not merged into one)."""
+    return jax.lax.optimization_barrier(jnp.stack([jnp.concatenate(group, -2) for group in _groups(rows)], -3))
 
 
 def unstack_rows(stacked: jax.Array, count: int, bodies: slice = slice(None)) -> list:
