@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from urdf_factory import example_robot_urdf, random_tree
 
-from dense_armor.urdf import URDFError, parse_urdf
+from dense_armor.urdf import URDFError, URDFWarning, parse_urdf
 
 INERTIAL = (
     '<inertial><origin xyz="0.1 0 0"/><mass value="{m}"/>'
@@ -227,14 +227,21 @@ def test_negative_mass(tmp_path):
     assert_refused(xml, tmp_path, "l2", "mass")
 
 
-@pytest.mark.parametrize("kwargs", [{"ixx": "-0.01"}, {"ixy": "0.05"}], ids=["negative-ixx", "ixy-too-large"])
-def test_non_positive_semidefinite_inertia(tmp_path, kwargs):
-    """Refused: such a body can make the mass matrix indefinite, and ABA then divides by a
-    non-positive articulated inertia. (Pinocchio accepts it; a few real URDFs, e.g. TIAGo's
-    antennas, have one; see test_dynamics_pinocchio.)"""
+@pytest.mark.parametrize("kwargs", [{"ixx": "-0.01"}, {"ixy": "0.05"}, {"ixx": "0.1"}],
+                         ids=["negative-ixx", "ixy-too-large", "triangle-inequality"])
+def test_non_physical_inertia_warns_and_strict_refuses(tmp_path, kwargs):
+    """Loaded as given with a warning naming the link and the problem (as Pinocchio and ROS load
+    such URDFs; TIAGo's antennas have one); refused in strict mode."""
     xml = robot('<link name="base"/>', link("l1"), link("l2", **kwargs),
                 joint("j1", "base", "l1"), joint("j2", "l1", "l2"))
-    assert_refused(xml, tmp_path, "l2")
+    path = tmp_path / "robot.urdf"
+    path.write_text(xml)
+    with pytest.warns(URDFWarning, match=r"link 'l2'.*(semi-definite|triangle)") as record:
+        model = parse_urdf(path)
+    assert str(path) in str(record[0].message)
+    assert model.inertia[1, 4] == float(kwargs.get("ixx", 0.01))  # used as given (the com is on the x axis)
+    with pytest.raises(URDFError, match=r"l2.*strict"):
+        parse_urdf(path, strict=True)
 
 
 def test_missing_file_names_the_path(tmp_path):

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import spatial
+from dense_armor import inertial, spatial
 
 JOINT_KINDS = ("revolute", "continuous", "prismatic")
 
@@ -183,7 +183,7 @@ def payload_parameters(mass, com=(0.0, 0.0, 0.0), inertia=None):
         mass = mass.astype(float)
     c = jnp.asarray(com, mass.dtype)
     I_c = jnp.zeros((3, 3), mass.dtype) if inertia is None else jnp.asarray(inertia, mass.dtype)
-    return spatial.params_from_com(mass, c, I_c, jnp)
+    return inertial.from_com(mass, c, I_c)
 
 
 def attach_payload(model: Model, link: str, mass, com=(0.0, 0.0, 0.0), inertia=None) -> Model:

@@ -86,7 +86,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import learners, rls, spatial
+from dense_armor import inertial, learners, rls, spatial
 from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics.inverse_dynamics import _rnea, body_accelerations
 from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response
@@ -574,7 +574,7 @@ def payload_estimate(learner: PayloadLearner, state: PayloadState, threshold=1.0
 
     eye = jnp.eye(p, dtype=dtype)
     pi = w[:10]
-    mass, com, inertia = spatial.params_to_com(pi)
+    mass, com, inertia = inertial.to_com(pi)
     J = jax.jacfwd(lambda v: jnp.concatenate([jnp.ravel(a) for a in _physical(v[:10])]))(w)  # (13, p)
     s, u = std(J), flags(J)
     s_params, u_params = std(eye[:10]), flags(eye[:10])

@@ -256,46 +256,6 @@ def rigid_params_to_parent(params, R, p):
     return (m, *h, A[0][0], A[0][1], A[1][1], A[0][2], A[1][2], A[2][2])
 
 
-def params_from_com(mass, com, inertia_com, xp=np):
-    """Inertial parameters (10,) from mass (kg), centre of mass (3,) in m and the rotational
-    inertia (3, 3) about the centre of mass in kg m^2, all in the same frame.
-
-    ``xp`` is ``numpy`` (the parser, exact float64 on the host) or ``jax.numpy`` (traced,
-    e.g. vmapped over payload masses).
-    """
-    c = xp.asarray(com)
-    I_o = xp.asarray(inertia_com) + mass * (xp.dot(c, c) * xp.eye(3, dtype=c.dtype) - xp.outer(c, c))
-    h = mass * c
-    return xp.stack([mass + 0 * h[0], h[0], h[1], h[2], I_o[0, 0], I_o[0, 1], I_o[1, 1], I_o[0, 2], I_o[1, 2], I_o[2, 2]])
-
-
-def params_to_com(params):
-    """Mass, centre of mass (3,) and rotational inertia about the centre of mass (3, 3).
-
-    Works on NumPy or JAX arrays with leading batch dims ``(..., 10)``. A zero mass gives a
-    zero centre of mass.
-    """
-    xp = _namespace(params)
-    m = params[..., 0]
-    h = params[..., 1:4]
-    safe = xp.where(m > 0, m, 1.0)
-    c = xp.where((m > 0)[..., None], h / safe[..., None], 0.0)
-    ixx, ixy, iyy, ixz, iyz, izz = (params[..., k] for k in range(4, 10))
-    I_o = xp.stack(
-        [xp.stack([ixx, ixy, ixz], -1), xp.stack([ixy, iyy, iyz], -1), xp.stack([ixz, iyz, izz], -1)], -2
-    )
-    cc = xp.sum(c * c, -1)[..., None, None] * xp.eye(3) - c[..., :, None] * c[..., None, :]
-    return m, c, I_o - m[..., None, None] * cc
-
-
-def _namespace(x):
-    if isinstance(x, np.ndarray):
-        return np
-    import jax.numpy as jnp
-
-    return jnp
-
-
 def rpy_to_matrix(rpy):
     """URDF roll-pitch-yaw (fixed axes X, Y, Z) to a rotation matrix, ``Rz(y) Ry(p) Rx(r)``."""
     r, p, y = (float(a) for a in rpy)

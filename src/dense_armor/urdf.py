@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from dense_armor import spatial
+from dense_armor import inertial, spatial
 from dense_armor.model import JOINT_KINDS, Model
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
@@ -22,6 +23,14 @@ DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 
 class URDFError(ValueError):
     """A URDF that cannot be turned into a model; the message names the file and the element."""
+
+
+class URDFWarning(UserWarning):
+    """A URDF that loads but describes something no rigid body is (a link's inertia)."""
+
+
+def _moments(values) -> str:
+    return "(" + ", ".join(f"{v:.4g}" for v in values) + ")"
 
 
 @dataclass(frozen=True)
@@ -38,20 +47,26 @@ class _Joint:
     velocity: float
 
 
-def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY) -> Model:
+def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bool = False) -> Model:
     """Parse a URDF file or XML string into a :class:`Model`.
+
+    A link whose rotational inertia no rigid body has (not positive semi-definite, or principal
+    moments that break the triangle inequality; vendors ship such URDFs, and Pinocchio loads
+    them) is loaded as given with a :class:`URDFWarning` naming the link, or refused when
+    ``strict``.
 
     Args:
         source: a path, or the XML text itself (a string starting with ``<``).
         gravity: (3,) gravity in the base frame, m/s^2.
+        strict: refuse a non-physical link inertia with a :class:`URDFError`.
 
     Returns:
         The model, its leaves float64 NumPy arrays (JAX casts them to the dtype of ``q``).
 
     Raises:
         URDFError: malformed XML, an unknown, floating or planar joint, a missing link, two
-            roots, a cycle, a negative mass or a non-finite number; the message names the
-            file and the element.
+            roots, a cycle, a negative mass or a non-finite number (or, when ``strict``, a
+            non-physical inertia); the message names the file and the element.
         FileNotFoundError: ``source`` is a path that does not exist.
     """
     text, where = _read(source)
@@ -61,7 +76,7 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY) -> Model:
         raise URDFError(f"{where}: malformed XML: {err}") from None
     if root.tag != "robot":
         raise URDFError(f"{where}: the root element is <{root.tag}>, expected <robot>")
-    ctx = _Context(where)
+    ctx = _Context(where, strict)
     links = {}
     for el in root.findall("link"):
         name = ctx.attr(el, "name", "link")
@@ -89,8 +104,9 @@ def _read(source) -> tuple[str, str]:
 class _Context:
     """Checked reads of attributes, naming the file and element on failure."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, strict: bool = False):
         self.where = where
+        self.strict = strict
 
     def fail(self, what: str, msg: str):
         raise URDFError(f"{self.where}: {what}: {msg}")
@@ -123,14 +139,14 @@ class _Context:
 
     def link_inertia(self, el, name):
         what = f"link {name!r}"
-        inertial = el.find("inertial")
-        if inertial is None:
+        element = el.find("inertial")
+        if element is None:
             return np.zeros(10)
-        mass_el = inertial.find("mass")
+        mass_el = element.find("mass")
         mass = 0.0 if mass_el is None else float(self.floats(mass_el, "value", 1, (0.0,), what)[0])
         if mass < 0:
             self.fail(what, f"negative mass {mass}")
-        inertia_el = inertial.find("inertia")
+        inertia_el = element.find("inertia")
         keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
         vals = {k: float(self.floats(inertia_el, k, 1, (0.0,), what)[0]) for k in keys}
         I = np.array(
@@ -140,10 +156,23 @@ class _Context:
                 [vals["ixz"], vals["iyz"], vals["izz"]],
             ]
         )
-        if np.linalg.eigvalsh(I).min() < -1e-12 * max(1.0, np.abs(I).max()):
-            self.fail(what, "the inertia matrix is not positive semi-definite")
-        R, com = self.origin(inertial, what)
-        return spatial.params_from_com(mass, com, R @ I @ R.T)
+        self.check_physical(I, what)
+        R, com = self.origin(element, what)
+        return inertial.from_com(np.float64(mass), com, R @ I @ R.T)
+
+    def check_physical(self, I, what):
+        """Warn (refuse, when strict) about a rotational inertia no rigid body has."""
+        moments = np.linalg.eigvalsh(I)
+        tol = 1e-12 * max(1.0, np.abs(I).max())
+        if moments[0] < -tol:
+            problem = f"the inertia matrix is not positive semi-definite (principal moments {_moments(moments)})"
+        elif moments[2] > moments[0] + moments[1] + tol:
+            problem = f"the principal moments {_moments(moments)} break the triangle inequality"
+        else:
+            return
+        if self.strict:
+            self.fail(what, f"{problem} (strict mode)")
+        warnings.warn(f"{self.where}: {what}: {problem}; used as given", URDFWarning, stacklevel=5)
 
     def joint(self, el, links) -> _Joint:
         name = self.attr(el, "name", "joint")

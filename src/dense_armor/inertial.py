@@ -1,0 +1,120 @@
+"""A rigid body's 10 inertial parameters: physical quantities, and physical consistency.
+
+The parameters are ``pi = (m, h_x, h_y, h_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz)`` in a body
+frame: the mass, the first moment ``h = m c`` and the rotational inertia ``I`` about the frame
+origin (the order of :mod:`dense_armor.spatial` and of the regressor).
+
+Not every 10-vector is a rigid body. ``pi`` is *physically consistent* when some density of
+mass over space has it, which holds exactly when the pseudo-inertia matrix
+
+    J = [[S, h], [h', m]],    S = 0.5 tr(I) 1 - I   (the second moment of the mass, int x x' dm)
+
+is positive semi-definite (Wensing, Kim & Slotine 2017). That gives ``m >= 0``, principal
+moments about the centre of mass that are non-negative and satisfy the triangle inequality,
+and nothing else. :func:`nearest_consistent` projects onto that set: the positive semi-definite
+``J`` nearest in the Frobenius norm (eigenvalues clipped at zero), an exact, branch-free
+projection that moves consistent parameters not at all.
+
+Every function works on NumPy or JAX arrays with leading batch axes ``(..., 10)``.
+
+References:
+    Wensing, P., Kim, S., Slotine, J.-J. (2017). Linear matrix inequalities for physically
+    consistent inertial parameter identification: a statistical perspective on the mass
+    distribution. IEEE Robotics and Automation Letters 3(1), 60-67.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "from_com",
+    "from_pseudo_inertia",
+    "inconsistency",
+    "nearest_consistent",
+    "pseudo_inertia",
+    "rotational_inertia",
+    "to_com",
+]
+
+#: Names of the 10 parameters, in their order.
+NAMES = ("m", "m c_x", "m c_y", "m c_z", "I_xx", "I_xy", "I_yy", "I_xz", "I_yz", "I_zz")
+
+
+def _xp(x):
+    if isinstance(x, (np.ndarray, np.generic, float, int)):
+        return np
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def rotational_inertia(params):
+    """The symmetric (..., 3, 3) ``I`` about the frame origin from the last 6 parameters."""
+    xp = _xp(params)
+    ixx, ixy, iyy, ixz, iyz, izz = (params[..., k] for k in range(4, 10))
+    return xp.stack([xp.stack([ixx, ixy, ixz], -1), xp.stack([ixy, iyy, iyz], -1), xp.stack([ixz, iyz, izz], -1)], -2)
+
+
+def _parallel_axis(m, c, xp):
+    """``m ([c]^T [c]) = m (c'c 1 - c c')``: a point mass's inertia about the origin, (..., 3, 3)."""
+    eye = xp.eye(3, dtype=c.dtype)
+    return m[..., None, None] * ((c * c).sum(-1)[..., None, None] * eye - c[..., :, None] * c[..., None, :])
+
+
+def from_com(mass, com, inertia_com):
+    """Parameters (..., 10) from the mass (kg), centre of mass (..., 3) (m) and the rotational
+    inertia (..., 3, 3) about the centre of mass (kg m^2), all in one frame."""
+    xp = _xp(com) if _xp(mass) is np else _xp(mass)
+    c = xp.asarray(com)
+    m = xp.asarray(mass, c.dtype) + xp.zeros(c.shape[:-1], c.dtype)
+    I = xp.asarray(inertia_com, c.dtype) + _parallel_axis(m, c, xp)
+    h = m[..., None] * c
+    return xp.concatenate([m[..., None], h, xp.stack([I[..., 0, 0], I[..., 0, 1], I[..., 1, 1], I[..., 0, 2], I[..., 1, 2], I[..., 2, 2]], -1)], -1)
+
+
+def to_com(params):
+    """``(mass, com (..., 3), inertia about the com (..., 3, 3))``; a zero mass gives com 0."""
+    xp = _xp(params)
+    m = params[..., 0]
+    positive = m > 0
+    c = xp.where(positive[..., None], params[..., 1:4] / xp.where(positive, m, 1.0)[..., None], 0.0)
+    return m, c, rotational_inertia(params) - _parallel_axis(m, c, xp)
+
+
+def pseudo_inertia(params):
+    """The (..., 4, 4) pseudo-inertia ``J = [[0.5 tr(I) 1 - I, h], [h', m]]``."""
+    xp = _xp(params)
+    I = rotational_inertia(params)
+    S = 0.5 * xp.trace(I, axis1=-2, axis2=-1)[..., None, None] * xp.eye(3, dtype=I.dtype) - I
+    h = params[..., 1:4]
+    top = xp.concatenate([S, h[..., :, None]], -1)
+    bottom = xp.concatenate([h, params[..., :1]], -1)[..., None, :]
+    return xp.concatenate([top, bottom], -2)
+
+
+def from_pseudo_inertia(J):
+    """The parameters (..., 10) of a pseudo-inertia (..., 4, 4): ``I = tr(S) 1 - S``."""
+    xp = _xp(J)
+    S = J[..., :3, :3]
+    I = xp.trace(S, axis1=-2, axis2=-1)[..., None, None] * xp.eye(3, dtype=S.dtype) - S
+    return xp.concatenate([J[..., 3:, 3], J[..., :3, 3], xp.stack([I[..., 0, 0], I[..., 0, 1], I[..., 1, 1], I[..., 0, 2], I[..., 1, 2], I[..., 2, 2]], -1)], -1)
+
+
+def inconsistency(params):
+    """``max(0, -lambda_min(J))`` (...,): how far the parameters are from a rigid body, in
+    kg m^2 (0 for a physically consistent body)."""
+    xp = _xp(params)
+    J = pseudo_inertia(params)
+    return xp.maximum(0.0, -xp.linalg.eigvalsh(0.5 * (J + xp.swapaxes(J, -1, -2)))[..., 0])
+
+
+def nearest_consistent(params):
+    """The physically consistent parameters nearest to ``params``: the pseudo-inertia's
+    negative eigenvalues set to zero (the Frobenius-nearest positive semi-definite ``J``).
+    Consistent parameters come back unchanged (to rounding)."""
+    xp = _xp(params)
+    J = pseudo_inertia(params)
+    values, vectors = xp.linalg.eigh(0.5 * (J + xp.swapaxes(J, -1, -2)))
+    clipped = (vectors * xp.maximum(values, 0.0)[..., None, :]) @ xp.swapaxes(vectors, -1, -2)
+    return xp.where((values[..., :1] >= 0), params, from_pseudo_inertia(clipped))
