@@ -289,7 +289,8 @@ def _lowpass_noise(rng, t, std, cutoff) -> np.ndarray:
 
 def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration: float = 60.0,
              change: str = "steady", change_time: float | None = None, motion: str = "sines",
-             velocities: bool = True, jitter: float = 0.3, drops: bool | None = None) -> Simulated:
+             velocities: bool = True, jitter: float = 0.3, drops: bool | None = None, gain_error: float = 0.03,
+             noise: tuple = (0.01, 0.03)) -> Simulated:
     """One realistic log of ``robot``.
 
     Args:
@@ -304,6 +305,8 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         velocities: log ``qd`` as the difference of the quantised encoder (else no ``qd``).
         jitter: sample-time jitter, a fraction of the period (uniform +-).
         drops: drop packets (gaps of 2-9 periods, 0.1 % of samples); default at 1 kHz.
+        gain_error: the largest torque-gain error per joint (a fraction).
+        noise: the range of the torque noise's standard deviation, fractions of the peak torque.
     """
     if change not in ("steady", "pick", "drop"):
         raise ValueError(f"change: {change!r}")
@@ -328,10 +331,10 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         if mask.any():
             tau[mask] = _inverse(model, q[mask], qd[mask], qdd[mask])
     peak = np.abs(tau).max(0)
-    noise_std = rng.uniform(0.01, 0.03, n) * peak
+    noise_std = rng.uniform(*noise, n) * peak
     noise = _lowpass_noise(rng, t, noise_std, rng.uniform(5.0, 20.0))
-    gain_error = rng.uniform(-0.03, 0.03, n)
-    measured = (1 + gain_error) * (tau + noise)
+    gains = rng.uniform(-gain_error, gain_error, n)
+    measured = (1 + gains) * (tau + noise)
     encoder = np.round(q / QUANTUM) * QUANTUM
     columns = {"t": t}
     for j, name in enumerate(names):
@@ -345,7 +348,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         columns[f"tau_{name}"] = measured[:, j]
     truth = Truth(
         armature=parts["armature"], damping=parts["damping"], frictionloss=parts["frictionloss"],
-        gain_error=gain_error, payload_mass=parts["payload_mass"], payload_com=parts["payload_com"],
+        gain_error=gains, payload_mass=parts["payload_mass"], payload_com=parts["payload_com"],
         payload_inertia=parts["payload_inertia"], change_time=when, change=change, noise_std=noise_std,
     )
     return Simulated(columns, names, tau, qdd, truth, rate, extra={"q_true": q, "qd_true": qd})

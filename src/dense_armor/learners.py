@@ -52,6 +52,7 @@ A sample with a NaN or inf is skipped inside the step: the state is unchanged ex
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -91,6 +92,7 @@ class StepOutput(NamedTuple):
         nominal: (n,) the URDF model's torque ``rnea(q, qd, qdd)``.
         alarm: () bool, a drift alarm was raised at this sample.
         accepted: () bool, the sample was finite and was learned.
+        extra: what a learner reports beyond these (a pytree of arrays), or ``None``.
     """
 
     prediction: jax.Array
@@ -98,6 +100,7 @@ class StepOutput(NamedTuple):
     nominal: jax.Array
     alarm: jax.Array
     accepted: jax.Array
+    extra: Any = None
 
 
 class Prepared(NamedTuple):
@@ -315,10 +318,10 @@ class ResidualLearner(Learner):
         return commit(state, learned, valid, nominal, residual, error, alarm)
 
 
-def commit(state, learned, valid, nominal, residual, error, alarm):
+def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
     """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
     more rejection (the detector's own state already ignored it), and the step's outputs (NaN
-    for a rejected sample)."""
+    for a rejected sample; ``extra`` as given)."""
     new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
     new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
     nan = jnp.full_like(nominal, jnp.nan)
@@ -328,6 +331,7 @@ def commit(state, learned, valid, nominal, residual, error, alarm):
         nominal=jnp.where(valid, nominal, nan),
         alarm=alarm & valid,
         accepted=valid,
+        extra=extra,
     )
     return new, output
 
@@ -353,21 +357,23 @@ def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample) ->
     def learn(state, prepared):
         state, out = learner.learn(state, prepared)
         # Only what needs the state leaves the loop: each output is a write per sample.
-        return state, (out.prediction, out.alarm if watching else None)
+        return state, (out.prediction, out.alarm if watching else None, out.extra)
 
     # Two samples an iteration: the loop's own cost (counter, slices, carry copies) halves.
-    state, (prediction, alarm) = jax.lax.scan(learn, state, prepared, unroll=2)
+    state, (prediction, alarm, extra) = jax.lax.scan(learn, state, prepared, unroll=2)
     valid = prepared.valid
     nominal = jnp.where(valid[:, None], prepared.nominal, jnp.nan)
     error = prepared.target + nominal - prediction  # tau - prediction; NaN where rejected
-    return state, StepOutput(prediction, error, nominal, alarm if watching else jnp.zeros_like(valid), valid)
+    return state, StepOutput(prediction, error, nominal, alarm if watching else jnp.zeros_like(valid), valid, extra)
 
 
 def _report(output: StepOutput) -> jax.Array:
-    """A step's outputs as one vector ``[prediction, error, nominal, alarm, accepted]`` (3n + 2)."""
+    """A step's outputs as one vector ``[prediction, error, nominal, alarm, accepted, extra...]``
+    (3n + 2 and the extra's leaves, flattened)."""
     dtype = output.prediction.dtype
     flags = jnp.stack([output.alarm, output.accepted]).astype(dtype)
-    return jnp.concatenate([output.prediction, output.error, output.nominal, flags])
+    extra = [jnp.ravel(leaf).astype(dtype) for leaf in jax.tree.leaves(output.extra)]
+    return jnp.concatenate([output.prediction, output.error, output.nominal, flags, *extra])
 
 
 class Stepper:
@@ -417,6 +423,9 @@ class Stepper:
             return tuple(out)
 
         self._step = jax.jit(packed_step)
+        zeros = jnp.zeros(n, dtype)
+        extra = jax.eval_shape(learner.step, state, Sample(zeros, zeros, zeros, zeros))[1].extra
+        self._extra = (jax.tree.structure(extra), [leaf.shape for leaf in jax.tree.leaves(extra)])
         self.state = state
 
     @property
@@ -453,7 +462,18 @@ class Stepper:
         home[:s] = new[:s]
         for g in self._others:
             buffers[g] = np.asarray(out[g])
-        return StepOutput(new[s:a], new[a:b], new[b:c], new[c] != 0, new[c + 1] != 0)
+        return StepOutput(new[s:a], new[a:b], new[b:c], new[c] != 0, new[c + 1] != 0, self._unflatten_extra(new[c + 2 :]))
+
+    def _unflatten_extra(self, flat):
+        treedef, shapes = self._extra
+        if not shapes:
+            return jax.tree.unflatten(treedef, [])
+        leaves, start = [], 0
+        for shape in shapes:
+            size = math.prod(shape)
+            leaves.append(flat[start : start + size].reshape(shape))
+            start += size
+        return jax.tree.unflatten(treedef, leaves)
 
 
 @jax.jit
@@ -462,27 +482,98 @@ def predict(learner: ResidualLearner, state: LearnerState, q, qd, qdd) -> jax.Ar
     return learner.predict(state, q, qd, qdd)
 
 
-def save_state(path: str | Path, state) -> None:
-    """Write any learner state pytree to an ``.npz`` file, bit-exactly."""
+def identity(learner) -> dict[str, str]:
+    """What a learner state belongs to: the learner's kind, a hash of the robot (structure and
+    parameters), a hash of the learner's options (every other leaf and static field), and the
+    library's version."""
+    import hashlib
+
+    from dense_armor import __version__
+
+    def digest(tree) -> str:
+        leaves, treedef = jax.tree.flatten(tree)
+        h = hashlib.sha256(str(treedef).encode())
+        for leaf in leaves:
+            a = np.asarray(leaf)
+            h.update(f"{a.dtype}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()[:16]
+
+    is_model = lambda x: isinstance(x, Model)  # noqa: E731
+    options = [x for x in jax.tree.leaves(learner, is_leaf=is_model) if not is_model(x)]
+    model = learner.model
+    return {
+        "kind": type(learner).__name__,
+        "robot": digest(model),
+        "robot_name": f"{model.name} ({model.n} joints: {', '.join(model.joint_names)})",
+        "options": digest([*options, str(jax.tree.structure(learner, is_leaf=is_model))]),
+        "version": __version__,
+    }
+
+
+def save_state(path: str | Path, state, learner=None) -> None:
+    """Write a learner state pytree to the ``.npz`` file ``path`` (that very name), bit-exactly,
+    with the :func:`identity` of ``learner`` when given."""
     leaves = jax.tree.leaves(state)
-    np.savez(path, **{f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)})
+    arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+    if learner is not None:
+        arrays.update({f"identity_{k}": np.array(v) for k, v in identity(learner).items()})
+    with open(path, "wb") as f:  # np.savez given a name would append ".npz"
+        np.savez(f, **arrays)
 
 
-def load_state(path: str | Path, like):
+def load_state(path: str | Path, like, learner=None):
     """Read a state written by :func:`save_state`, shaped like the template ``like``.
 
+    Checks, before anything is returned: the file is an NPZ of this structure, shapes and
+    dtypes; with ``learner``, that it was saved for the same kind of learner, robot and options;
+    every array is finite and each covariance symmetric. Loading never executes code.
+
     Raises:
-        ValueError: the file does not hold a state of that structure, shapes and dtypes.
+        ValueError: naming the file and what does not match.
     """
+    import zipfile
+
     leaves, treedef = jax.tree.flatten(like)
-    with np.load(path) as data:
-        if len(data.files) != len(leaves):
-            raise ValueError(f"{path}: holds {len(data.files)} arrays, the learner's state has {len(leaves)}")
-        loaded = [data[f"leaf_{i}"] for i in range(len(leaves))]
-    for i, (old, new) in enumerate(zip(leaves, loaded)):
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            files = set(data.files)
+            loaded = {k: data[k] for k in files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path}: not a learner state file (an NPZ written by save): {err}") from None
+    stored = {k[len("identity_") :]: str(v) for k, v in loaded.items() if k.startswith("identity_")}
+    if learner is not None and stored:
+        expected = identity(learner)
+        for key, what in (("kind", "learner"), ("robot", "robot"), ("options", "learner configuration")):
+            if stored.get(key) != expected[key]:
+                saved = stored.get("robot_name", "?") if key == "robot" else stored.get(key, "?")
+                now = expected["robot_name"] if key == "robot" else expected[key]
+                raise ValueError(f"{path}: a state of another {what} (saved for {saved}; this one is {now})")
+    names = [f"leaf_{i}" for i in range(len(leaves))]
+    extra = files - set(names) - {f"identity_{k}" for k in stored}
+    if any(name not in files for name in names) or extra:
+        raise ValueError(f"{path}: holds {len(files - {f'identity_{k}' for k in stored})} arrays, the learner's state has "
+                         f"{len(leaves)}: a state of another learner or robot")
+    arrays = [loaded[name] for name in names]
+    for i, (old, new) in enumerate(zip(leaves, arrays)):
         if np.shape(old) != new.shape or jnp.result_type(old) != new.dtype:
             raise ValueError(
                 f"{path}: array {i} is {new.dtype}{list(new.shape)}, expected "
                 f"{jnp.result_type(old)}{list(np.shape(old))}: a state of another learner or robot"
             )
-    return jax.tree.unflatten(treedef, [jnp.asarray(a) for a in loaded])
+        if np.issubdtype(new.dtype, np.floating) and not np.all(np.isfinite(new)):
+            raise ValueError(f"{path}: array {i} holds NaN or inf: a damaged state")
+    state = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in arrays])
+    for P in _covariances(state):
+        P = np.asarray(P)
+        if not np.array_equal(P, np.swapaxes(P, -1, -2)):
+            raise ValueError(f"{path}: a covariance is not symmetric: a damaged or edited state")
+    return state
+
+
+def _covariances(state) -> list:
+    """The RLS covariances in a learner state."""
+    return [leaf.P for leaf in jax.tree.leaves(state, is_leaf=lambda x: isinstance(x, rls.RLSState))
+            if isinstance(leaf, rls.RLSState)]

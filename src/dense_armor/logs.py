@@ -1,220 +1,213 @@
-"""Logged trajectories: reading CSV and NPZ logs, estimating derivatives, writing results.
+"""Logged trajectories as robots log them: CSV, NPZ and ROS bags, on their own clocks.
 
-A log holds, per sample, the joint positions ``q``, velocities ``qd``, accelerations ``qdd``
-and measured torques ``tau`` of a robot. Columns are named per joint, matched to the URDF:
+A log holds, per sample, a time stamp, the joint positions ``q``, often velocities ``qd``,
+rarely accelerations ``qdd``, and the measured torques ``tau`` (or motor currents, scaled to
+torques per joint). :func:`open_log` reads one as a stream of chunks matched to a robot's
+joints, checks its clock, and estimates the missing derivatives on the stamps
+(:mod:`dense_armor.derivatives`); :func:`load_log` returns the whole log at once.
 
-* by joint name: ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>``
-  (e.g. ``q_joint1``, ``tau_panda_joint7``);
-* or by index in the model's joint order: ``q0 .. q{n-1}``, ``qd0``, ``qdd0``, ``tau0``;
-* an optional time column ``t`` (s), which must be uniformly sampled.
+Formats:
 
-A CSV log has one header line with these names (comma separated; lines starting with ``#``
-are comments; other columns are ignored). An NPZ log holds the same names as 1-D arrays, or
-whole (T, n) arrays named ``q``, ``qd``, ``qdd``, ``tau`` in the model's joint order.
+* **CSV** with one header line (comma separated; ``#`` lines are comments; a UTF-8 byte-order
+  mark is allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
+  (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the model's joint order). Columns are
+  ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>`` by joint name, or ``q0 ..
+  q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s).
+* **ROS bags** (``.mcap`` and ``.db3`` ROS 2 bags, their folders, and ROS 1 ``.bag``), read
+  with the ``rosbags`` library: ``sensor_msgs/msg/JointState`` messages on one topic
+  (``/joint_states`` by default), joints matched by name, ``position``, ``velocity`` (when
+  every message has it) and ``effort``, stamped by their header (the bag's receive time when
+  the header is zero). Read message by message: a long bag never needs to fit in memory.
 
-``q`` and ``tau`` are required. Missing ``qdd`` (and ``qd``) are estimated from the log
-itself with a Savitzky-Golay differentiator (:func:`savgol_derivative`), which needs the
-sampling period: from the ``t`` column or given by the caller.
+Clock. Stamps must increase strictly (a repeated or decreasing stamp is an error naming the
+sample). Steps jitter (0.7-1.6 times the median step is normal on a host clock); a step over
+:data:`GAP` times the median is a gap (dropped packets). Gaps up to ``max_gap`` seconds
+(default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a longer
+gap splits the log into segments: the derivatives restart, the learner keeps its state. Every
+gap is reported by sample index and time. Without a ``t`` column the sampling period must be
+given.
+
+Rows with a NaN or inf in a joint's value are skipped and counted (the clock goes on).
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from dense_armor.learners import Sample
+from dense_armor import derivatives
 
 QUANTITIES = ("q", "qd", "qdd", "tau")
+GAP = 2.0  # a step over GAP median periods is a gap
+BRIDGE = 10.0  # by default, gaps up to BRIDGE median periods are bridged
+BAG_SUFFIXES = (".mcap", ".db3", ".bag")
+DEFAULT_TOPIC = "/joint_states"
 _NAMED = re.compile(r"^(qdd|qd|q|tau)_(.+)$")
 _INDEXED = re.compile(r"^(qdd|qd|q|tau)(\d+)$")
 
 
 class LogError(ValueError):
-    """A log that cannot be read for this robot; the message names the file and the column."""
+    """A log that cannot be read for this robot; the message names the file and the column,
+    sample or message."""
+
+
+@dataclass
+class Gap:
+    """A step of the clock over :data:`GAP` median periods.
+
+    Attributes:
+        index: the sample after the gap (its index in the log, skipped rows included).
+        t: its stamp, s.
+        step: the step, s.
+        bridged: the derivatives ran across it (else it split the log).
+    """
+
+    index: int
+    t: float
+    step: float
+    bridged: bool
+
+
+@dataclass
+class LogInfo:
+    """What reading a log found (filled in as the stream is read).
+
+    Attributes:
+        source: the file.
+        joints: the model's joints, in its order.
+        logged: the quantities the log has (``"t"`` included when it has stamps).
+        estimated: the derivatives estimated (``"qd"``, ``"qdd"``).
+        period: the median sampling period, s.
+        derivative: ``"zero-phase"``, ``"causal"`` or ``None`` (nothing estimated).
+        cutoff: the differentiator's cut-off, Hz.
+        resample: the resampling rate, Hz, or ``None``.
+        samples: rows read; skipped: rows with a NaN or inf, not used.
+        gaps: every gap (:class:`Gap`); segments: pieces the log was split into.
+        expected: the number of rows, when known before reading (else ``None``).
+    """
+
+    source: str
+    joints: tuple
+    logged: set
+    estimated: tuple = ()
+    period: float | None = None
+    derivative: str | None = None
+    cutoff: float | None = None
+    resample: float | None = None
+    samples: int = 0
+    skipped: int = 0
+    gaps: list = field(default_factory=list)
+    segments: int = 1
+    expected: int | None = None
 
 
 @dataclass
 class Log:
-    """A trajectory log matched to a robot.
+    """A whole log matched to a robot (:func:`load_log`).
 
     Attributes:
-        q, qd, qdd, tau: (T, n) float64 arrays in the model's joint order (rad or m, /s, /s^2,
-            N m or N).
-        t: (T,) sample times (s), or ``None`` when the log has no time column.
-        dt: sampling period (s), or ``None`` when unknown.
-        estimated: the quantities estimated by differentiation (``"qd"``, ``"qdd"``).
-        source: the file the log was read from.
+        t: (T,) stamps, s. q, qd, qdd, tau: (T, n) float64 in the model's joint order.
+        info: what reading it found (:class:`LogInfo`).
     """
 
+    t: np.ndarray
     q: np.ndarray
     qd: np.ndarray
     qdd: np.ndarray
     tau: np.ndarray
-    t: np.ndarray | None = None
-    dt: float | None = None
-    estimated: tuple[str, ...] = field(default_factory=tuple)
-    source: str = ""
+    info: LogInfo
 
     def __len__(self) -> int:
-        return self.q.shape[0]
+        return len(self.t)
 
 
-def savgol_coefficients(window: int, order: int, deriv: int, dt: float = 1.0) -> np.ndarray:
-    """Savitzky-Golay weights: the ``deriv``-th derivative of the local polynomial fit.
-
-    A polynomial of degree ``order`` is fitted by least squares to ``window`` equally spaced
-    samples (spacing ``dt``); the weights give its derivative at every sample of the window.
-
-    Returns:
-        (window, window) array ``C``: ``C[k] @ y`` is the derivative at sample ``k`` of the
-        window ``y`` (row ``window // 2`` is the centred filter).
-    """
-    if window < 3 or window % 2 == 0:
-        raise ValueError(f"window must be an odd number >= 3, got {window}")
-    if not deriv <= order < window:
-        raise ValueError(f"order must be >= {deriv} (the derivative) and < window ({window}), got {order}")
-    half = window // 2
-    x = np.arange(-half, half + 1, dtype=np.float64)
-    A = np.vander(x, order + 1, increasing=True)  # columns x^0 .. x^order
-    fit = np.linalg.pinv(A)  # (order + 1, window): coefficients of the fitted polynomial
-    # d^deriv/dx^deriv of sum_k c_k x^k at each x, as rows over the coefficients.
-    powers = np.arange(order + 1)
-    falling = np.array([math.perm(k, deriv) if k >= deriv else 0 for k in powers], dtype=np.float64)
-    D = falling * x[:, None] ** np.maximum(powers - deriv, 0)
-    return (D @ fit) / dt**deriv
-
-
-def savgol_derivative(y, dt: float, window: int = 11, order: int = 3, deriv: int = 1) -> np.ndarray:
-    """Smoothed derivative of uniformly sampled data (Savitzky-Golay), along axis 0.
-
-    Each sample's derivative is that of a degree-``order`` polynomial fitted by least squares
-    to the ``window`` samples centred on it (a zero-phase filter: it looks ahead, so it suits
-    offline logs, not a live loop). At the first and last ``window // 2`` samples the fit of
-    the first or last full window is used. A polynomial of degree <= ``order`` is
-    differentiated exactly.
-
-    Args:
-        y: (T, ...) samples, ``T >= window``.
-        dt: sampling period (s).
-        window: odd window length in samples.
-        order: polynomial degree, ``deriv <= order < window``.
-        deriv: 1 for the first derivative, 2 for the second.
-
-    Returns:
-        (T, ...) the estimated derivative, in units of ``y`` per second**deriv.
-    """
-    y = np.asarray(y, dtype=np.float64)
-    if not (dt > 0 and math.isfinite(dt)):
-        raise ValueError(f"dt must be a positive number of seconds, got {dt}")
-    C = savgol_coefficients(window, order, deriv, dt)
-    T, half = y.shape[0], window // 2
-    if T < window:
-        raise ValueError(f"{T} samples are too few for a differentiator window of {window}")
-    flat = y.reshape(T, -1)
-    out = np.empty_like(flat)
-    # Interior: the centred filter as a correlation over sliding windows.
-    windows = np.lib.stride_tricks.sliding_window_view(flat, window, axis=0)  # (T - window + 1, m, window)
-    out[half : T - half] = windows @ C[half]
-    out[:half] = C[:half] @ flat[:window]
-    out[T - half :] = C[half + 1 :] @ flat[T - window :]
-    return out.reshape(y.shape)
+# ----------------------------------------------------------------------------- tables
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    header, skip = None, 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            skip += 1
-            if line.strip() and not line.lstrip().startswith("#"):
-                header = [h.strip() for h in line.strip().split(",")]
-                break
-    if header is None:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise LogError(f"{path}: not a text CSV file ({err.reason} at byte {err.start})") from None
+    lines = text.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
+    if start is None:
         raise LogError(f"{path}: empty log (no header line)")
+    header = [h.strip() for h in lines[start].split(",")]
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise LogError(f"{path}: duplicate columns {', '.join(dup)}")
+    body = [line for line in lines[start + 1 :] if line.strip() and not line.lstrip().startswith("#")]
+    if not body:
+        raise LogError(f"{path}: the log has a header but no samples")
     try:
-        data = np.loadtxt(path, delimiter=",", skiprows=skip, comments="#", ndmin=2, dtype=np.float64)
+        data = np.loadtxt(io.StringIO("\n".join(body)), delimiter=",", ndmin=2, dtype=np.float64)
     except ValueError as err:
         raise LogError(f"{path}: not a numeric CSV table: {str(err).splitlines()[0]}") from None
-    if data.size == 0:
-        raise LogError(f"{path}: the log has a header but no samples")
     if data.shape[1] != len(header):
         raise LogError(f"{path}: the header has {len(header)} columns, the rows have {data.shape[1]}")
     return {name: data[:, k] for k, name in enumerate(header)}
 
 
-def _read_npz(path: Path, joint_names) -> dict[str, np.ndarray]:
+def _read_npz(path: Path, n: int) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, EOFError) as err:
         raise LogError(f"{path}: not a readable NPZ file: {err}") from None
     columns = {}
     for key, a in arrays.items():
-        if not np.issubdtype(a.dtype, np.number):
-            raise LogError(f"{path}: array {key!r} is not numeric ({a.dtype})")
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+            raise LogError(f"{path}: array {key!r} is not real numbers ({a.dtype})")
         if key in QUANTITIES:
-            n = len(joint_names)
             if a.ndim != 2 or a.shape[1] != n:
                 raise LogError(f"{path}: array {key!r} has shape {a.shape}, expected (T, {n}) for the robot's {n} joints")
             for j in range(n):
-                columns[f"{key}{j}"] = a[:, j]
+                name = f"{key}{j}"
+                if name in arrays:
+                    raise LogError(f"{path}: joint {j}'s {key} is logged twice (arrays {key!r} and {name!r})")
+                columns[name] = a[:, j]
         elif a.ndim == 1:
             columns[key] = a
         else:
             raise LogError(f"{path}: array {key!r} has shape {a.shape}; expected a column (T,) or one of q, qd, qdd, tau (T, n)")
+    if not columns:
+        raise LogError(f"{path}: the NPZ file holds no arrays")
     return columns
 
 
-def read_columns(path: str | os.PathLike, joint_names) -> dict[str, np.ndarray]:
-    """The columns of a CSV or NPZ log as 1-D float64 arrays of one length."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such log file")
-    if path.suffix.lower() == ".npz":
-        columns = _read_npz(path, joint_names)
-    else:
-        columns = _read_csv(path)
-    lengths = {k: len(v) for k, v in columns.items()}
-    if len(set(lengths.values())) > 1:
-        raise LogError(f"{path}: columns have different lengths: {lengths}")
-    return {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
-
-
-def _match(path, columns: dict, joint_names) -> dict[str, np.ndarray | None]:
-    """Map the columns to (T, n) arrays per quantity (None where the log has none)."""
+def _match(path, columns: Mapping, joint_names, locked=()) -> dict[str, np.ndarray | None]:
+    """The columns as (T, n) arrays per quantity in the model's order (``None`` when absent)."""
     n = len(joint_names)
     index = {name: j for j, name in enumerate(joint_names)}
     for key in columns:
         named, indexed = _NAMED.match(key), _INDEXED.match(key)
-        if named and named.group(2) not in index and not indexed:
-            raise LogError(
-                f"{path}: column {key!r} names no joint of the robot (joints: {', '.join(joint_names)})"
-            )
+        if named and named.group(2) not in index and named.group(2) not in locked and not indexed:
+            raise LogError(f"{path}: column {key!r} names no joint of the robot (joints: {', '.join(joint_names)})")
         if indexed and not named and int(indexed.group(2)) >= n:
             raise LogError(f"{path}: column {key!r} is beyond the robot's {n} joints (indices 0..{n - 1})")
     found = {}
     for qty in QUANTITIES:
         cols, missing = [], []
         for j, name in enumerate(joint_names):
-            for key in (f"{qty}_{name}", f"{qty}{j}"):
-                if key in columns:
-                    cols.append(columns[key])
-                    break
+            keys = [key for key in (f"{qty}_{name}", f"{qty}{j}") if key in columns]
+            if len(keys) > 1:
+                raise LogError(f"{path}: joint {name!r}'s {qty} is logged twice (columns {' and '.join(keys)})")
+            if keys:
+                cols.append(columns[keys[0]])
             else:
                 missing.append(name)
         if cols and missing:
             raise LogError(
-                f"{path}: {qty} is logged for some joints but not for {', '.join(missing)} "
-                f"(expected columns {qty}_<joint> or {qty}0..{qty}{n - 1})"
+                f"{path}: {qty} is logged for some joints but not for {', '.join(missing)} (expected columns "
+                f"{qty}_<joint> or {qty}0..{qty}{n - 1}); to replay without a joint, lock it: --lock {missing[0]}=VALUE"
             )
         found[qty] = np.stack(cols, axis=1) if cols else None
     for qty in ("q", "tau"):
@@ -226,123 +219,278 @@ def _match(path, columns: dict, joint_names) -> dict[str, np.ndarray | None]:
     return found
 
 
-def _sampling_period(path, t, dt):
-    if t is None:
-        return dt
-    if len(t) < 2:
-        return dt
-    steps = np.diff(t)
-    period = float(np.median(steps))
-    if not period > 0:
-        raise LogError(f"{path}: column 't' does not increase")
-    if np.any(np.abs(steps - period) > 0.1 * period):
-        k = int(np.argmax(np.abs(steps - period)))
-        raise LogError(
-            f"{path}: column 't' is not uniformly sampled (step {steps[k]:.6g} s at sample {k + 1}, "
-            f"median {period:.6g} s); resample the log first"
-        )
-    if dt is not None and abs(dt - period) > 1e-6 * period:
-        raise LogError(f"{path}: --dt {dt} s disagrees with the log's 't' column (period {period:.6g} s)")
-    return period
+# ----------------------------------------------------------------------------- ROS bags
 
 
-def load_log(path: str | os.PathLike, joint_names, dt: float | None = None, window: int = 11, order: int = 3) -> Log:
-    """Read a log and match its columns to the robot's joints.
+def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: LogInfo) -> Iterator[dict]:
+    """JointState messages of a bag as chunks of rows (``t``, ``q``, ``qd``, ``tau``)."""
+    try:
+        from rosbags.highlevel import AnyReader
+    except ImportError:  # pragma: no cover - rosbags is a dependency
+        raise LogError("reading ROS bags needs the rosbags package (pip install rosbags)") from None
+    n = len(joint_names)
+    try:
+        reader = AnyReader([path])
+        reader.open()
+    except Exception as err:  # rosbags raises its own error types for damaged bags
+        raise LogError(f"{path}: not a readable ROS bag: {err}") from None
+    try:
+        connections = [c for c in reader.connections if c.topic == topic]
+        if not connections:
+            topics = sorted({f"{c.topic} ({c.msgtype})" for c in reader.connections})
+            raise LogError(f"{path}: no topic {topic!r} (topics: {', '.join(topics) or 'none'}); choose one with --topic")
+        kinds = {c.msgtype for c in connections}
+        if kinds != {"sensor_msgs/msg/JointState"}:
+            raise LogError(f"{path}: topic {topic!r} carries {', '.join(sorted(kinds))}, not sensor_msgs/msg/JointState")
+        info.expected = sum(c.msgcount for c in connections)
+        buffers = {"t": np.empty(size), "q": np.empty((size, n)), "qd": np.empty((size, n)), "tau": np.empty((size, n))}
+        velocity, fill, order_cache = None, 0, {}
+        for k, (connection, stamp, raw) in enumerate(reader.messages(connections=connections)):
+            try:
+                msg = reader.deserialize(raw, connection.msgtype)
+            except Exception as err:
+                raise LogError(f"{path}: message {k} on {topic} cannot be decoded: {err}") from None
+            names = tuple(msg.name)
+            order = order_cache.get(names)
+            if order is None:
+                where = {name: i for i, name in enumerate(names)}
+                missing = [j for j in joint_names if j not in where]
+                if len(missing) == n:
+                    order = ()
+                elif missing:
+                    raise LogError(f"{path}: message {k} on {topic} has no {', '.join(missing)}; to replay without a "
+                                   f"joint, lock it: --lock {missing[0]}=VALUE")
+                else:
+                    order = np.array([where[j] for j in joint_names])
+                order_cache[names] = order
+            if len(order) == 0:  # another publisher's joints (a gripper)
+                info.skipped += 1
+                continue
+            position, speed, effort = (np.asarray(getattr(msg, key), np.float64) for key in ("position", "velocity", "effort"))
+            if len(position) != len(names) or len(effort) != len(names):
+                raise LogError(f"{path}: message {k} on {topic} has {len(names)} names but {len(position)} positions "
+                               f"and {len(effort)} efforts")
+            header = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            buffers["t"][fill] = header if header > 0 else 1e-9 * stamp
+            buffers["q"][fill] = position[order]
+            buffers["tau"][fill] = effort[order]
+            has = len(speed) == len(names)
+            if velocity is None:
+                velocity = has
+            elif has != velocity:
+                raise LogError(f"{path}: message {k} on {topic} {'has' if has else 'lacks'} velocities, the earlier ones "
+                               f"{'lack' if has else 'have'} them")
+            if has:
+                buffers["qd"][fill] = speed[order]
+            fill += 1
+            if fill == size:
+                yield {key: value.copy() for key, value in buffers.items() if key != "qd" or velocity}
+                fill = 0
+        if fill:
+            yield {key: value[:fill].copy() for key, value in buffers.items() if key != "qd" or velocity}
+    finally:
+        reader.close()
+
+
+# ----------------------------------------------------------------------------- the stream
+
+
+def _torque_scale(scale, n: int, source) -> np.ndarray | None:
+    if scale is None:
+        return None
+    scale = np.asarray(scale, np.float64).reshape(-1)
+    if scale.size == 1:
+        scale = np.full(n, scale[0])
+    if scale.shape != (n,) or not np.all(np.isfinite(scale)) or np.any(scale == 0):
+        raise LogError(f"{source}: the torque scale needs one finite, non-zero gain per joint ({n}), got {scale.tolist()}")
+    return scale
+
+
+class LogStream:
+    """A log read as a stream of chunks (:func:`open_log`): iterate over it for dicts of
+    ``t`` (m,) and ``q``, ``qd``, ``qdd``, ``tau`` (m, n); :attr:`info` fills in as it goes."""
+
+    def __init__(self, chunks: Iterator[dict], info: LogInfo, *, dt, causal, cutoff, resample, torque_scale, max_gap,
+                 chunk):
+        self.info = info
+        self._raw, self._dt, self._scale = chunks, dt, torque_scale
+        self._causal, self._cutoff, self._resample, self._max_gap, self._chunk = causal, cutoff, resample, max_gap, chunk
+
+    def __iter__(self) -> Iterator[dict]:
+        info = self.info
+        last_t, row, diff = None, 0, None
+        for raw in self._raw:
+            count = len(raw["q"])
+            t = raw.get("t")
+            if t is None:
+                t = (row + np.arange(count)) * self._dt
+            t = np.asarray(t, np.float64)
+            bad_t = np.nonzero(~np.isfinite(t))[0]
+            if len(bad_t):
+                raise LogError(f"{info.source}: time stamp {t[bad_t[0]]} at sample {row + bad_t[0]} is not a number")
+            prev = t[:-1] if last_t is None else np.concatenate([[last_t], t[:-1]])
+            steps = (t[1:] if last_t is None else t) - prev
+            first = 1 if last_t is None else 0  # the chunk's sample that steps[0] leads to
+            back = np.nonzero(steps <= 0)[0]
+            if len(back):
+                k = back[0]
+                what = "repeats" if steps[k] == 0 else "goes back to"
+                raise LogError(f"{info.source}: the clock {what} {t[k + first]:.9g} s at sample {row + k + first} "
+                               f"(the sample before: {prev[k]:.9g} s); stamps must increase")
+            if info.period is None:
+                self._start(steps, t)
+                diff = self._differentiator()
+            rows = {"t": t, **{k: raw[k] for k in QUANTITIES if k in raw}}
+            if self._scale is not None:
+                rows["tau"] = rows["tau"] * self._scale
+            finite = np.all(np.isfinite(np.concatenate([rows[k].reshape(count, -1) for k in QUANTITIES if k in rows], 1)), 1)
+            info.skipped += int(count - finite.sum())
+            # gaps, on the stamps of every row (a skipped row leaves a gap of its own)
+            period = info.period
+            cuts = []
+            for k in np.nonzero(steps > GAP * period)[0]:
+                bridged = steps[k] <= self._max_gap
+                info.gaps.append(Gap(int(row + k + first), float(t[k + first]), float(steps[k]), bool(bridged)))
+                if not bridged:
+                    cuts.append(k + first)
+            last_t, row = t[-1], row + count
+            info.samples = row
+            start = 0
+            for cut in [*cuts, count]:
+                piece = {k: v[start:cut][finite[start:cut]] for k, v in rows.items()}
+                if len(piece["t"]):
+                    yield from (c for c in (diff.push(piece) if diff else [piece]))
+                if cut < count:
+                    info.segments += 1
+                    if diff:
+                        yield from diff.flush()
+                start = cut
+        if info.period is None:
+            raise LogError(f"{info.source}: the log has no samples")
+        if diff:
+            yield from diff.flush()
+
+    def _start(self, steps, t):
+        """The median period, from the first chunk's steps (or ``dt``)."""
+        info = self.info
+        if self._dt is not None:
+            period = self._dt
+            if "t" in info.logged and len(steps) and abs(np.median(steps) - period) > 1e-6 * period:
+                raise LogError(f"{info.source}: the given sampling period {period:g} s disagrees with the log's "
+                               f"'t' column (median step {np.median(steps):.6g} s)")
+        elif len(steps):
+            period = float(np.median(steps))
+        else:
+            raise LogError(f"{info.source}: one sample: no sampling period to estimate derivatives with")
+        info.period = period
+        if self._max_gap is None:
+            self._max_gap = BRIDGE * period
+        elif not (self._max_gap > 0):
+            raise LogError(f"{info.source}: max_gap must be a positive number of seconds, got {self._max_gap}")
+
+    def _differentiator(self):
+        info = self.info
+        missing = [k for k in ("qd", "qdd") if k not in info.logged]
+        if not missing and not self._resample:
+            return None
+        rate = 1.0 / info.period
+        info.estimated = tuple(missing)
+        info.cutoff = self._cutoff or derivatives.default_cutoff(rate)
+        info.derivative = "causal" if self._causal else "zero-phase"
+        info.resample = self._resample
+        if not (info.cutoff > 0 and math.isfinite(info.cutoff)):
+            raise LogError(f"the differentiator's cut-off must be a positive number of Hz, got {info.cutoff}")
+        try:
+            return derivatives.Differentiator(info.cutoff, rate, causal=self._causal, resample=self._resample, chunk=self._chunk)
+        except ValueError as err:
+            raise LogError(str(err)) from None
+
+
+def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | None = None, dt: float | None = None,
+             causal: bool = False, cutoff: float | None = None, resample: float | None = None, torque_scale=None,
+             max_gap: float | None = None, chunk: int = 20000) -> LogStream:
+    """Open a log for a robot with joints ``joint_names``: a stream of matched chunks.
 
     Args:
-        path: a ``.csv`` or ``.npz`` log (see the module docstring for the column names).
-        joint_names: the model's joint names, in its order.
-        dt: sampling period (s), needed when velocities or accelerations are missing and the
-            log has no ``t`` column.
-        window, order: the Savitzky-Golay differentiator for missing derivatives.
+        path: a ``.csv``, ``.npz``, or a ROS bag (``.mcap``, ``.db3``, a bag folder, ``.bag``).
+        joint_names: the model's joints, in its order.
+        locked: joints of the URDF locked in the model: their columns are ignored.
+        topic: the bag's JointState topic (default ``/joint_states``).
+        dt: the sampling period, s, for a log without a ``t`` column.
+        causal: estimate derivatives causally (what a controller can run live) instead of
+            zero-phase.
+        cutoff: the differentiator's low-pass cut-off, Hz (default from the rate,
+            :func:`dense_armor.derivatives.default_cutoff`).
+        resample: resample the log on a uniform grid at this rate, Hz.
+        torque_scale: a gain per joint (or one for all) multiplying the logged effort: for a
+            log of motor currents, the torque constants (sign included).
+        max_gap: the longest gap bridged, s (default :data:`BRIDGE` median periods).
+        chunk: rows per chunk.
 
     Raises:
         FileNotFoundError: no such file.
-        LogError: the columns do not match the robot, the samples are not numeric, or a
-            derivative is missing and the sampling period is unknown.
+        LogError: the log does not match the robot, is not numeric, or its clock is broken.
     """
+    path = Path(path)
     joint_names = tuple(joint_names)
-    columns = read_columns(path, joint_names)
-    found = _match(path, columns, joint_names)
-    t = columns.get("t")
-    if dt is not None and not (dt > 0 and math.isfinite(dt)):
-        raise LogError(f"--dt must be a positive number of seconds, got {dt}")
-    period = _sampling_period(path, t, dt)
-    estimated = []
-    if found["qdd"] is None or found["qd"] is None:
-        missing = "qd and qdd" if found["qd"] is None else "qdd"
-        if period is None:
-            raise LogError(
-                f"{path}: the log has no {missing} columns; give the sampling period (--dt) or a 't' column "
-                "to estimate them"
-            )
-        T = found["q"].shape[0]
-        if T < window:
-            raise LogError(f"{path}: {T} samples are too few to estimate {missing} (window {window})")
-        if found["qd"] is None:
-            found["qd"] = savgol_derivative(found["q"], period, window, order, deriv=1)
-            found["qdd"] = savgol_derivative(found["q"], period, window, order, deriv=2)
-            estimated = ["qd", "qdd"]
-        else:
-            found["qdd"] = savgol_derivative(found["qd"], period, window, order, deriv=1)
-            estimated = ["qdd"]
-    return Log(
-        q=found["q"], qd=found["qd"], qdd=found["qdd"], tau=found["tau"], t=t, dt=period,
-        estimated=tuple(estimated), source=str(path),
-    )
+    n = len(joint_names)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such log file")
+    for name, value in (("dt", dt), ("cutoff", cutoff), ("resample", resample)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise LogError(f"{name} must be a positive number, got {value}")
+    scale = _torque_scale(torque_scale, n, path)
+    info = LogInfo(source=str(path), joints=joint_names, logged=set())
+    bag = path.is_dir() or path.suffix.lower() in BAG_SUFFIXES
+    if bag:
+        chunks = _bag_chunks(path, joint_names, topic or DEFAULT_TOPIC, locked, chunk, info)
+        first = next(chunks, None)
+        if first is None:
+            raise LogError(f"{path}: no JointState message with the robot's joints on {topic or DEFAULT_TOPIC}")
+        info.logged = set(first) | {"t"}
+        import itertools
+
+        chunks = itertools.chain([first], chunks)
+    else:
+        if topic is not None:
+            raise LogError(f"{path}: --topic is for ROS bags; this log is a {path.suffix or 'file'}")
+        columns = _read_npz(path, n) if path.suffix.lower() == ".npz" else _read_csv(path)
+        lengths = {len(v) for v in columns.values()}
+        if len(lengths) > 1:
+            raise LogError(f"{path}: columns have different lengths: {sorted(lengths)}")
+        found = _match(path, columns, joint_names, set(locked))
+        arrays = {k: v for k, v in found.items() if v is not None}
+        if "t" in columns:
+            arrays["t"] = np.asarray(columns["t"], np.float64)
+        elif dt is None and ("qd" not in arrays or "qdd" not in arrays or resample):
+            raise LogError(f"{path}: the log has no 't' column; give the sampling period (--dt) to estimate "
+                           f"{' and '.join(k for k in ('qd', 'qdd') if k not in arrays) or 'the grid'}")
+        elif dt is None:
+            dt = 1.0
+        info.logged = set(arrays)
+        info.expected = len(arrays["q"])
+        chunks = ({k: v[s : s + chunk] for k, v in arrays.items()} for s in range(0, len(arrays["q"]), chunk))
+    return LogStream(chunks, info, dt=dt, causal=causal, cutoff=cutoff, resample=resample, torque_scale=scale,
+                     max_gap=max_gap, chunk=chunk)
+
+
+def load_log(path: str | os.PathLike, joint_names, **options) -> Log:
+    """The whole log at once: :func:`open_log` (same arguments), its chunks concatenated."""
+    stream = open_log(path, joint_names, **options)
+    chunks = list(stream)
+    if not chunks:
+        raise LogError(f"{path}: no sample with finite values")
+    whole = {k: np.concatenate([c[k] for c in chunks]) for k in ("t", *QUANTITIES)}
+    return Log(whole["t"], whole["q"], whole["qd"], whole["qdd"], whole["tau"], stream.info)
 
 
 def write_table(path: str | os.PathLike, columns: dict[str, np.ndarray]) -> None:
-    """Write named 1-D columns to ``path``: NPZ if it ends in ``.npz``, else CSV with a header."""
+    """Write named 1-D columns to ``path``: NPZ if it ends in ``.npz`` (any case), else CSV."""
     path = Path(path)
     if path.suffix.lower() == ".npz":
-        np.savez(path, **columns)
+        with open(path, "wb") as f:  # np.savez would add ".npz" to another case
+            np.savez(f, **columns)
         return
     names = list(columns)
     data = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
     np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt="%.9g")
-
-
-def replay_chunked(learner, state, trajectory, chunk: int = 2000, progress=None):
-    """Replay a long trajectory through ``learner.step`` in chunks of one ``lax.scan`` each.
-
-    Every chunk has the same length (the last one is padded with masked samples that leave the
-    state untouched), so the scan compiles once; the state is carried from chunk to chunk, and
-    the result equals one scan over the whole trajectory.
-
-    Args:
-        learner: a learner with ``step(state, Sample) -> (state, StepOutput)``.
-        state: its initial state.
-        trajectory: a :class:`~dense_armor.learners.Sample` of (T, n) arrays.
-        chunk: samples per scan.
-        progress: ``None`` or a callable ``progress(done, total)`` called after each chunk.
-
-    Returns:
-        The final state and the per-sample outputs as NumPy arrays (leading axis T).
-    """
-    arrays = [np.asarray(a) for a in trajectory]
-    T = arrays[0].shape[0]
-    chunk = max(1, min(int(chunk), T))
-    outputs = []
-    for start in range(0, T, chunk):
-        stop = min(start + chunk, T)
-        pad = chunk - (stop - start)
-        block = Sample(*(np.concatenate([a[start:stop], np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in arrays))
-        mask = np.arange(chunk) < stop - start
-        state, out = _masked_replay(learner, state, block, mask)
-        outputs.append(jax.tree.map(lambda x: np.asarray(x)[: stop - start], out))
-        if progress is not None:
-            progress(stop, T)
-    return state, jax.tree.map(lambda *xs: np.concatenate(xs), *outputs)
-
-
-@jax.jit
-def _masked_replay(learner, state, trajectory, mask):
-    """``lax.scan`` of ``learner.step``; samples with ``mask`` false leave the state as it was."""
-
-    def body(s, xs):
-        sample, keep = xs
-        new, out = learner.step(s, sample)
-        return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, s), out
-
-    return jax.lax.scan(body, state, (trajectory, mask))

@@ -215,3 +215,72 @@ def with_inertia(model: Model, inertia) -> Model:
     if inertia.shape != (model.n, 10):
         raise ValueError(f"inertia: expected shape ({model.n}, 10), got {inertia.shape}")
     return model.replace(inertia=inertia)
+
+
+def lock_joints(model: Model, positions) -> Model:
+    """The model with the named joints locked: fixed at the given positions (Pinocchio's
+    ``buildReducedModel``).
+
+    Each locked joint's body is merged into its parent body at that position (its inertia
+    moved into the parent's frame; on the base, it carries no dynamics), its child joints and
+    frames hang from the parent, and the remaining joints keep their order. Host NumPy: the
+    model's arrays must be concrete.
+
+    Args:
+        model: the robot.
+        positions: ``{joint name: position}`` (rad or m).
+
+    Raises:
+        ValueError: a name that is not a movable joint of the model, a non-finite position,
+            or every joint locked.
+    """
+    positions = dict(positions)
+    unknown = [name for name in positions if name not in model.joint_names]
+    if unknown:
+        raise ValueError(f"lock: {', '.join(map(repr, unknown))} is not a movable joint (joints: {', '.join(model.joint_names)})")
+    for name, value in positions.items():
+        if not np.isfinite(value):
+            raise ValueError(f"lock: the position of {name!r} is not finite: {value}")
+    if len(positions) == model.n:
+        raise ValueError("lock: every joint would be locked; the model needs one movable joint")
+    arrays = {key: np.array(getattr(model, key), np.float64) for key in ARRAYS}
+    parents = list(model.parents)
+    frame_bodies = list(model.frame_bodies)
+    keep = [i for i, name in enumerate(model.joint_names) if name not in positions]
+    for i, name in enumerate(model.joint_names):
+        if name not in positions:
+            continue
+        # where body i sits in its parent, at the locked position
+        R0, p0, a = arrays["joint_rotation"][i], arrays["joint_translation"][i], arrays["axis"][i]
+        x = float(positions[name])
+        if model.joint_kinds[i] == "prismatic":
+            R, p = R0, p0 + x * R0 @ a
+        else:
+            K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+            R, p = R0 @ (np.eye(3) + np.sin(x) * K + (1 - np.cos(x)) * K @ K), p0
+        up = parents[i]
+        if up >= 0:
+            arrays["inertia"][up] += np.array(spatial.rigid_params_to_parent(tuple(arrays["inertia"][i]), spatial.as_tuple(R), tuple(p)))
+        for c in range(model.n):  # children of i now hang from its parent
+            if parents[c] == i:
+                parents[c] = up
+                arrays["joint_rotation"][c] = R @ arrays["joint_rotation"][c]
+                arrays["joint_translation"][c] = R @ arrays["joint_translation"][c] + p
+        for f, body in enumerate(frame_bodies):
+            if body == i:
+                frame_bodies[f] = up
+                arrays["frame_rotation"][f] = R @ arrays["frame_rotation"][f]
+                arrays["frame_translation"][f] = R @ arrays["frame_translation"][f] + p
+    renumber = {old: new for new, old in enumerate(keep)}
+    renumber[-1] = -1
+    per_joint = {"joint_rotation", "joint_translation", "axis", "inertia", "lower", "upper", "velocity_limit", "effort_limit"}
+    return Model(
+        name=model.name,
+        joint_names=[model.joint_names[i] for i in keep],
+        joint_kinds=[model.joint_kinds[i] for i in keep],
+        parents=[renumber[parents[i]] for i in keep],
+        body_names=[model.body_names[i] for i in keep],
+        frame_names=model.frame_names,
+        frame_bodies=[renumber[b] for b in frame_bodies],
+        **{key: value[keep] if key in per_joint else value for key, value in arrays.items()},
+    )

@@ -381,19 +381,7 @@ class PayloadLearner(Learner):
         return nominal + X @ state.rls.w
 
     def _learn(self, state: rls.RLSState, X, y, lam) -> rls.RLSState:
-        if self.forgetting == "exponential":
-            return rls.update_rows(state, X, y, lam, joseph=self.joseph)
-        # Directional forgetting: inflate P only along the span of X's rows, then lam = 1.
-        w, P = state
-        PXt = P @ X.T
-        G = rls._sym(X @ PXt)
-        g, V = jnp.linalg.eigh(G)
-        tol = jnp.sqrt(jnp.finfo(P.dtype).eps) * jnp.max(jnp.abs(g))
-        keep = g > tol
-        ginv = jnp.where(keep, 1 / jnp.where(keep, g, 1), 0)
-        B = PXt @ V
-        P_f = rls._sym(P + ((1 - lam) / lam) * (B * ginv) @ B.T)
-        return rls.update_rows(rls.RLSState(w, P_f), X, y, 1.0, joseph=self.joseph)
+        return rls.update_rows(state, X, y, lam, directional=self.forgetting == "directional", joseph=self.joseph)
 
     def learn(self, state: PayloadState, prepared: Prepared) -> tuple[PayloadState, StepOutput]:
         """The stateful half of :meth:`~dense_armor.learners.Learner.step`: predict, score, learn."""

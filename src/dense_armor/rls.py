@@ -101,6 +101,8 @@ __all__ = [
     "update",
     "update_if_finite",
     "update_rows",
+    "block_update",
+    "Innovation",
 ]
 
 ArrayLike = jax.typing.ArrayLike
@@ -316,12 +318,82 @@ def update(
     return RLSState(w=w_new, P=P_new)
 
 
+class Innovation(NamedTuple):
+    """What a block of observations said before it was learned (:func:`block_update`).
+
+    Attributes:
+        error: ``(..., m)`` prior errors ``y - X w``.
+        gram: ``(..., m, m)`` ``G = X P X'``, the rows' prior variance in noise units.
+        covariance: ``(..., m, m)`` ``S = lam I + G``, the prior errors' covariance.
+    """
+
+    error: jax.Array
+    gram: jax.Array
+    covariance: jax.Array
+
+
+def _forget_rows(P: jax.Array, XP: jax.Array, G: jax.Array, lam: jax.Array) -> jax.Array:
+    """Directional forgetting of a block of rows ``X``: ``P`` inflated along the span of ``X``'s
+    rows only, ``P_f = P + (1 - lam) / lam * P X' G^+ X P`` with ``G = X P X'`` (in information
+    form ``R <- R - (1 - lam) X' G^+ X + X' X``, the block form of Kulhavy's restricted
+    forgetting: ``X' G^+ X`` is the information ``R`` holds about ``X w``)."""
+    g, V = jnp.linalg.eigh(G)
+    tol = jnp.sqrt(jnp.finfo(P.dtype).eps) * jnp.max(jnp.abs(g), axis=-1, keepdims=True)
+    keep = g > tol
+    ginv = jnp.where(keep, 1 / jnp.where(keep, g, 1), 0)
+    B = jnp.swapaxes(V, -1, -2) @ XP  # V' X P, (..., m, p)
+    return _sym(P + ((1 - lam) / lam)[..., None, None] * jnp.swapaxes(B, -1, -2) @ (ginv[..., :, None] * B))
+
+
+def block_update(
+    state: RLSState,
+    X: ArrayLike,
+    y: ArrayLike,
+    lam: ArrayLike = 1.0,
+    *,
+    directional: bool = False,
+    max_trace: ArrayLike | None = None,
+    joseph: bool = False,
+) -> tuple[RLSState, Innovation]:
+    """:func:`update_rows`, also returning the block's :class:`Innovation`."""
+    _check_lam(lam)
+    w, P = state
+    dt = w.dtype
+    X = jnp.asarray(X, dt)
+    y = jnp.asarray(y, dt)
+    lam = jnp.asarray(lam, dt)
+    m, p = X.shape[-2], X.shape[-1]
+    Xt = jnp.swapaxes(X, -1, -2)
+
+    XP = X @ P  # (P X')', shape (..., m, p)
+    G = _sym(XP @ Xt)
+    err = y - jnp.einsum("...mi,...i->...m", X, w)
+    if directional:
+        # forget along the rows only, then a plain (lam = 1) update
+        P = _forget_rows(P, XP, G, lam)
+        XP, lam = X @ P, jnp.ones_like(lam)
+        G = _sym(XP @ Xt)
+    lam2 = lam[..., None, None]
+    S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
+    batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])
+    Kt = jnp.linalg.solve(jnp.broadcast_to(S, (*batch, m, m)), jnp.broadcast_to(XP, (*batch, m, p)))  # K' = S^-1 X P
+    w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
+    if joseph:
+        A = jnp.eye(p, dtype=dt) - jnp.swapaxes(Kt, -1, -2) @ X
+        P_new = A @ (P / lam2) @ jnp.swapaxes(A, -1, -2) + jnp.swapaxes(Kt, -1, -2) @ Kt
+    else:
+        P_new = (P - jnp.swapaxes(Kt, -1, -2) @ XP) / lam2
+    P_new = _bound_trace(_sym(P_new), max_trace)
+    return RLSState(w=w_new, P=P_new), Innovation(err, G, S)
+
+
 def update_rows(
     state: RLSState,
     X: ArrayLike,
     y: ArrayLike,
     lam: ArrayLike = 1.0,
     *,
+    directional: bool = False,
     max_trace: ArrayLike | None = None,
     joseph: bool = False,
 ) -> RLSState:
@@ -332,13 +404,17 @@ def update_rows(
     ``P = (P - K X P) / lam``, ``P = 0.5 (P + P')``. With ``lam = 1`` this
     equals ``m`` sequential :func:`update` calls on the rows; with ``lam < 1``
     the ``m`` rows share one forgetting step (each gets weight 1 at this
-    step), where ``m`` sequential calls would forget ``m`` times.
+    step), where ``m`` sequential calls would forget ``m`` times. Rows with
+    unequal noise variances ``r``: pass ``X / sqrt(r)`` and ``y / sqrt(r)``.
 
     Args:
         state: ``w (..., p)``, ``P (..., p, p)``.
         X: Rows, shape ``(..., m, p)``.
         y: Targets, shape ``(..., m)``.
         lam: Forgetting factor in ``(0, 1]``; Python float or ``(...)`` array.
+        directional: Static flag. Forget only along the span of ``X``'s rows,
+            ``P <- P + (1 - lam) / lam * P X' (X P X')^+ X P``, then update with
+            ``lam = 1`` (the block form of :func:`update`'s ``directional``).
         max_trace: ``None`` (default) or a bound on ``trace(P)`` as in
             :func:`update`.
         joseph: Static flag, Joseph form as in :func:`update`:
@@ -350,30 +426,7 @@ def update_rows(
     Raises:
         ValueError: a Python-number ``lam`` outside ``(0, 1]``.
     """
-    _check_lam(lam)
-    w, P = state
-    dt = w.dtype
-    X = jnp.asarray(X, dt)
-    y = jnp.asarray(y, dt)
-    lam = jnp.asarray(lam, dt)
-    lam2 = lam[..., None, None]
-    m, p = X.shape[-2], X.shape[-1]
-
-    XP = jnp.einsum("...kj,...ji->...ki", X, P)  # X P = (P X')', shape (..., m, p)
-    S = _sym(lam2 * jnp.eye(m, dtype=dt) + jnp.einsum("...ki,...li->...kl", XP, X))
-    batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])
-    Kt = jnp.linalg.solve(
-        jnp.broadcast_to(S, (*batch, m, m)), jnp.broadcast_to(XP, (*batch, m, p))
-    )  # K' = S^-1 X P, shape (..., m, p)
-    err = y - jnp.einsum("...mi,...i->...m", X, w)
-    w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
-    if joseph:
-        A = jnp.eye(p, dtype=dt) - jnp.einsum("...mi,...mj->...ij", Kt, X)
-        P_new = A @ (P / lam2) @ jnp.swapaxes(A, -1, -2) + jnp.einsum("...mi,...mj->...ij", Kt, Kt)
-    else:
-        P_new = (P - jnp.einsum("...mi,...mj->...ij", Kt, XP)) / lam2
-    P_new = _bound_trace(_sym(P_new), max_trace)
-    return RLSState(w=w_new, P=P_new)
+    return block_update(state, X, y, lam, directional=directional, max_trace=max_trace, joseph=joseph)[0]
 
 
 def update_if_finite(

@@ -288,3 +288,68 @@ def _build(name, links, joints, gravity, where) -> Model:
         gravity=gravity,
     )
 
+
+
+def _rpy(R) -> np.ndarray:
+    """URDF roll-pitch-yaw of a rotation matrix (the inverse of :func:`spatial.rpy_to_matrix`)."""
+    pitch = math.atan2(-R[2, 0], math.hypot(R[0, 0], R[1, 0]))
+    if abs(math.cos(pitch)) < 1e-12:  # gimbal lock: roll and yaw share one axis
+        return np.array([math.atan2(-R[1, 2], R[1, 1]), pitch, 0.0])
+    return np.array([math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])])
+
+
+def _numbers(values) -> str:
+    return " ".join(repr(float(v)) for v in values)
+
+
+def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None) -> str:
+    """The URDF ``source`` (path or XML) with new inertial parameters: the text of a URDF that
+    describes ``model`` (parsed from ``source``, with ``locked`` joints, as
+    :func:`dense_armor.model.lock_joints`) with each body's parameters ``inertia`` (n, 10).
+
+    Each body's parameters go to the link its joint moves (as mass, centre of mass and inertia
+    about it, in the link's frame); the links merged into that body lose their ``<inertial>``;
+    locked joints become fixed joints at their position. Everything else is kept as written.
+    """
+    text, where = _read(source)
+    root = ET.fromstring(text)
+    inertia = np.asarray(inertia, np.float64)
+    if inertia.shape != (model.n, 10):
+        raise ValueError(f"inertia: expected shape ({model.n}, 10), got {inertia.shape}")
+    for joint in root.findall("joint"):
+        name = joint.get("name")
+        if not locked or name not in locked:
+            continue
+        R0, p0 = _Context(where).origin(joint, f"joint {name!r}")
+        axis_el = joint.find("axis")
+        a = np.array([1.0, 0.0, 0.0]) if axis_el is None else np.array([float(v) for v in axis_el.get("xyz").split()])
+        a = a / np.linalg.norm(a)
+        x = float(locked[name])
+        if joint.get("type") == "prismatic":
+            R, p = R0, p0 + x * R0 @ a
+        else:
+            K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+            R, p = R0 @ (np.eye(3) + math.sin(x) * K + (1 - math.cos(x)) * K @ K), p0
+        joint.set("type", "fixed")
+        for tag in ("axis", "limit", "mimic", "dynamics", "safety_controller", "calibration", "origin"):
+            for el in joint.findall(tag):
+                joint.remove(el)
+        ET.SubElement(joint, "origin", {"xyz": _numbers(p), "rpy": _numbers(_rpy(R))})
+    links = {link.get("name"): link for link in root.findall("link")}
+    for frame, body in zip(model.frame_names, model.frame_bodies):
+        if body < 0:
+            continue
+        link = links[frame]
+        for el in link.findall("inertial"):
+            link.remove(el)
+        if frame != model.body_names[body]:
+            continue  # merged into its body's link
+        mass, com, I = inertial.to_com(inertia[body])
+        element = ET.Element("inertial")
+        ET.SubElement(element, "origin", {"xyz": _numbers(com), "rpy": "0 0 0"})
+        ET.SubElement(element, "mass", {"value": repr(float(mass))})
+        ET.SubElement(element, "inertia", {k: repr(float(I[r, c])) for k, (r, c) in
+                                           zip(("ixx", "ixy", "ixz", "iyy", "iyz", "izz"), ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)))})
+        link.insert(0, element)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode") + "\n"

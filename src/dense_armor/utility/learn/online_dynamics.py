@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import learners, payload, rls
+from dense_armor import learners, payload, rls, robot_learner
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel, as_float64
 from dense_armor.learners import FEATURE_NAMES, ResidualLearner, Sample, StepOutput
@@ -29,6 +29,7 @@ __all__ = [
     "HampelScorer",
     "PayloadResidualDynamicsLearner",
     "RecursiveLeastSquares",
+    "RobotResidualDynamicsLearner",
     "Regressor",
     "ResidualDynamicsLearner",
     "write_minimal_urdf",
@@ -208,13 +209,15 @@ class ResidualDynamicsLearner:
         return np.asarray(self.state.rls.w)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the learner state to an ``.npz`` file (bit-exact)."""
-        learners.save_state(path, self.state)
+        """Save the learner state to the file ``path`` (NPZ; bit-exact), with what it belongs
+        to (the kind of learner, the robot, the options, the library's version)."""
+        learners.save_state(path, self.state, self.learner)
 
     def load(self, path: str | os.PathLike) -> "ResidualDynamicsLearner":
-        """Restore a state saved by :meth:`save`; returns ``self``."""
+        """Restore a state saved by :meth:`save` of a learner like this one (same kind, robot
+        and options; refused with a ``ValueError`` otherwise); returns ``self``."""
         with jax.enable_x64(True):
-            self.state = learners.load_state(path, self.state)
+            self.state = learners.load_state(path, self.state, self.learner)
         return self
 
 
@@ -456,3 +459,82 @@ class PayloadResidualDynamicsLearner(ResidualDynamicsLearner):
         """The estimate as a few lines of text, saying how many payload parameters the data
         determine and which are still at the prior."""
         return self.estimate(threshold).summary(self.link)
+
+
+class RobotResidualDynamicsLearner(ResidualDynamicsLearner):
+    """The whole robot learned online with its URDF as the prior: the learner for real robots.
+
+    Every body's inertial parameters and every joint's armature, viscous and Coulomb friction
+    and torque offset, one Bayesian RLS whose prior mean is the URDF and whose prior
+    uncertainty is ``prior``; each joint's noise level learned online; the residual a
+    controller gets gated by its recent evidence and limited by the effort limits; payload
+    changes detected in the payload link's parameters, which are then re-learned while the rest
+    of the robot is kept (:class:`dense_armor.robot_learner.RobotLearner`). :meth:`estimate`
+    reports every body and joint in physical terms (nearest physically consistent), with
+    standard deviations and flags for what the data have not excited.
+
+    Args:
+        model: the nominal model (a :class:`RigidBodyModel` or a functional ``Model``).
+        prior: a :class:`dense_armor.robot_learner.Prior` (default: 30 % of each inertial
+            parameter with floors; joint terms scaled by the effort limits).
+        rate: the sampling rate, Hz: the learner's time constants are in seconds.
+        coulomb_width: the width of the Coulomb term ``tanh(qd / width)``, rad/s.
+        lam: forgetting factor in (0, 1] (1: keep every sample).
+        link: the link carrying payloads; default the link of the last body.
+        detect_payload: detect payload changes (default ``True``).
+        min_mass: kg, the smallest payload change that raises an alarm.
+        window: s, the detector's window.
+        consistent: predict with the nearest physically consistent inertial parameters.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+        >>> from dense_armor.utility.learn.online_dynamics import (
+        ...     RobotResidualDynamicsLearner, write_minimal_urdf,
+        ... )
+        >>> learner = RobotResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf()))
+        >>> learner.weights.shape
+        (28,)
+    """
+
+    def __init__(self, model, prior=None, rate: float = 1000.0, coulomb_width: float = 0.02, lam: float = 1.0,
+                 link: Optional[str] = None, detect_payload: bool = True, min_mass: float = 0.6, window: float = 1.5,
+                 consistent: bool = False):
+        from dense_armor.payload_change import PayloadDetector
+
+        detector = PayloadDetector(window=window, min_mass=min_mass) if detect_payload else None
+        learner = robot_learner.RobotLearner(
+            getattr(model, "model", model), robot_learner.Prior() if prior is None else prior, rate=rate,
+            coulomb_width=coulomb_width, lam=lam, detector=detector, link=link, consistent=consistent,
+        )
+        self._init(model, learner)
+        self.prior, self.rate, self.coulomb_width, self.lam = prior, rate, coulomb_width, lam
+        self.link, self.detect_payload, self.min_mass, self.window = learner.link, detect_payload, min_mass, window
+        self.consistent = consistent
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(14 n,) the learned deviation from the URDF, named by :attr:`parameter_names`."""
+        return np.asarray(self.state.rls.w)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Names of the weights: each body's 10 parameters, then each joint term per joint."""
+        return self.learner.parameter_names
+
+    @property
+    def drift_detected(self) -> bool:
+        """Whether the last learned sample raised a payload alarm."""
+        last = getattr(self, "last", None)
+        return bool(last.alarm) if last is not None else False
+
+    def estimate(self, threshold: float = 1.0) -> robot_learner.RobotEstimate:
+        """The learned robot in physical terms (NumPy); see
+        :func:`dense_armor.robot_learner.robot_estimate`."""
+        with jax.enable_x64(True):
+            report = robot_learner.estimate(self.learner, self.state, np.float64(threshold))
+        return jax.tree.map(np.asarray, report)
+
+    def summary(self, threshold: float = 1.0) -> str:
+        """The estimate as a table of text, one line per body and per joint."""
+        return robot_learner.summary(self.learner, self.estimate(threshold))

@@ -1,0 +1,193 @@
+"""``dense-armor demo`` and ``dense-armor control``: the main job and the closed loop, on the
+embedded two-link arm."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dense_armor import learners
+from dense_armor.cli.common import PROG, Output, alarm_text, fmt, require_matplotlib, table
+from dense_armor.cli.learners import DEMO_LEARNERS, build_learner, learner_name, payload_report
+
+def cmd_demo(args) -> int:
+    from dense_armor.demo import drift_scenario, phase_rmse
+
+    plot = Output(args.plot, "--plot", suffixes=(".png",))
+    plt = require_matplotlib() if plot else None
+    started = time.perf_counter()
+    sc = drift_scenario(
+        duration=args.duration, rate=args.rate, payload=args.payload, viscous=args.viscous,
+        coulomb=args.coulomb, sigma=args.sigma, seed=args.seed, plane=args.plane,
+    )
+    model = sc.model
+    runs = {}
+    for kind in DEMO_LEARNERS:
+        learner = build_learner(kind, model, args)
+        state, out = learners.replay(learner, learner.init(jnp.float64), sc.measured)
+        runs[learner_name(kind, args)] = (learner, state, jax.tree.map(np.asarray, out))
+    nominal = next(iter(runs.values()))[2].nominal
+    c1, c2 = sc.changes
+    print(
+        f"{PROG} demo: two-link arm ({args.plane} plane), {args.duration:g} s at {args.rate:g} Hz, "
+        f"torque noise {args.sigma:g} N m"
+    )
+    print(
+        f"  t = {sc.t[c1]:g} s: picks up a {args.payload:g} kg payload; "
+        f"t = {sc.t[c2]:g} s: joints gain friction {args.viscous:g} qd + {args.coulomb:g} sign(qd)"
+    )
+    print("prequential torque RMSE [N m], every sample predicted before it is learned:")
+    headers = ["model", *[p[0] for p in sc.phases], "alarms [s]", "payload [kg]"]
+    rows = [["nominal URDF", *map(fmt, phase_rmse(sc.true_tau - nominal, sc.phases)), "-", "-"]]
+    errors = {"nominal URDF": sc.true_tau - nominal}
+    alarms = {}
+    for name, (learner, state, out) in runs.items():
+        err = sc.true_tau - out.prediction
+        errors[name] = err
+        alarms[name] = sc.t[np.nonzero(out.alarm)[0]]
+        mass = payload_report(learner, state)
+        mass_text = "-" if mass is None else f"{mass[0]:.4f} +- {mass[1]:.4f}"
+        alarms_shown = alarm_text(alarms[name]) if learner_has_detector(learner) else "-"
+        rows.append([name, *map(fmt, phase_rmse(err, sc.phases)), alarms_shown, mass_text])
+    print(table(headers, rows))
+    print(f"({time.perf_counter() - started:.1f} s)")
+    if plt is not None:
+        _plot_demo(plt, plot.handle, sc, errors, alarms)
+        plot.commit()
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def learner_has_detector(learner) -> bool:
+    return getattr(learner, "detector", None) is not None
+
+
+def _moving_rms(e, window):
+    """RMS over joints and the last ``window`` samples (causal: a change shows when it happens), (T,)."""
+    sq = np.nan_to_num(np.nanmean(np.asarray(e) ** 2, axis=1))
+    csum = np.concatenate([[0.0], np.cumsum(sq)])
+    k = np.arange(1, sq.size + 1)
+    start = np.maximum(k - window, 0)
+    return np.sqrt((csum[k] - csum[start]) / (k - start))
+
+
+def _plot_demo(plt, path, sc, errors, alarms):
+    dt = sc.t[1] - sc.t[0]
+    window = max(1, int(round(0.25 / dt)))
+    fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
+    for k, (name, err) in enumerate(errors.items()):
+        rms = _moving_rms(err, window)
+        (line,) = ax.semilogy(sc.t, np.maximum(rms, 1e-6), lw=1.2, label=name)
+        times = alarms.get(name, [])
+        if len(times):
+            ax.plot(times, np.full(len(times), 2.5 * (1.4 ** k)), "v", color=line.get_color(), ms=5)
+    sigma = float(np.std(np.asarray(sc.measured.tau) - sc.true_tau))
+    if sigma > 0:
+        ax.axhline(sigma, color="0.5", ls=":", lw=0.8)
+        ax.text(sc.t[-1], sigma, "sensor noise", fontsize=8, ha="right", va="bottom", color="0.4")
+    for c, what in zip(sc.changes, ("payload picked up", "friction")):
+        ax.axvline(sc.t[c], color="k", ls="--", lw=0.8)
+        ax.text(sc.t[c], 1e-5, f" {what}", fontsize=8, va="bottom")
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("torque error [N m] (RMS over the last 0.25 s)")
+    ax.set_ylim(1e-6, 40)
+    ax.set_title("Prequential torque error on the two-link arm (triangles: drift alarms)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.savefig(path, dpi=110, format="png")
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- control
+
+
+def cmd_control(args) -> int:
+    from dense_armor.control import simulate
+    from dense_armor.demo import tip_positions, tracking_scenario
+
+    plot = Output(args.plot, "--plot", suffixes=(".png",))
+    plt = require_matplotlib() if plot else None
+    started = time.perf_counter()
+    sc = tracking_scenario(payload=args.payload, rate=args.rate, kp=args.kp, kd=args.kd, plane=args.plane, laps=args.laps)
+    learner = build_learner(args.learner, sc.nominal, args)
+    state = learner.init(jnp.float64)
+    noise = args.sigma * np.random.default_rng(args.seed).standard_normal(sc.reference.q.shape)
+    runs = [
+        simulate(sc.nominal, sc.real, sc.reference, sc.dt, sc.kp, sc.kd, learner, state,
+                 args.viscous, args.coulomb, noise, use)
+        for use in (False, True)  # one compiled function: use_learner is traced
+    ]
+    final = runs[1][0]
+    rollouts = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[r for _, r in runs])
+    targets = np.array(sc.targets)
+    per_lap = len(targets) // args.laps
+    tip_ref = tip_positions(sc.nominal, sc.reference.q[targets])
+    print(
+        f"{PROG} control: computed-torque control of the two-link arm ({args.plane} plane) at "
+        f"{args.rate:g} Hz, kp {args.kp:g}, kd {args.kd:g}"
+    )
+    friction = f", friction {args.viscous:g} qd + {args.coulomb:g} sign(qd)" if args.viscous or args.coulomb else ""
+    print(
+        f"  {len(targets)} point-to-point moves ({args.laps} laps); unmodelled payload {args.payload:g} kg "
+        f"on link2{friction}; the controller knows only the URDF"
+    )
+    headers = ["controller", "RMS error [mrad]", "max error [mrad]", *[f"tip miss lap {k + 1} [mm]" for k in range(args.laps)]]
+    rows = []
+    kind, _, detail = learner_name(args.learner, args).partition(", ")
+    names = ["URDF only", f"URDF + {kind} learner ({detail})"]
+    summary = {}
+    for k, name in enumerate(names):
+        e = rollouts.error[k]
+        tip = tip_positions(sc.nominal, rollouts.q[k][targets])
+        miss = 1e3 * np.linalg.norm(tip - tip_ref, axis=1)
+        laps = [float(np.mean(miss[i * per_lap : (i + 1) * per_lap])) for i in range(args.laps)]
+        rms = 1e3 * float(np.sqrt(np.mean(e**2)))
+        summary[name] = (rms, laps)
+        rows.append([name, f"{rms:.2f}", f"{1e3 * np.abs(e).max():.2f}", *[f"{m:.3f}" for m in laps]])
+    print(table(headers, rows))
+    mass = payload_report(learner, final)
+    if mass is not None:
+        print(f"learned payload: {mass[0]:.4f} +- {mass[1]:.1g} kg (true {args.payload:g} kg)")
+    print(f"({time.perf_counter() - started:.1f} s)")
+    if plt is not None:
+        _plot_control(plt, plot.handle, sc, rollouts, names)
+        plot.commit()
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def _plot_control(plt, path, sc, rollouts, names):
+    from dense_armor.demo import tip_positions
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained", width_ratios=(2, 1))
+    for k, name in enumerate(names):
+        e = 1e3 * np.linalg.norm(rollouts.error[k], axis=1)
+        ax.semilogy(sc.t, np.maximum(e, 1e-4), lw=1, label=name)
+    for i in sc.targets:
+        ax.axvline(sc.t[i], color="0.8", lw=0.6, zorder=0)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("joint tracking error |q_ref - q| [mrad]")
+    ax.set_ylim(1e-3, None)
+    ax.set_title("Tracking error (grey lines: end of each hold)")
+    ax.legend(fontsize=8, loc="lower right")
+    tip_ref = tip_positions(sc.nominal, sc.reference.q[list(sc.targets)])
+    x = np.arange(len(sc.targets))
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        tip = tip_positions(sc.nominal, rollouts.q[k][list(sc.targets)])
+        miss = 1e3 * np.linalg.norm(tip - tip_ref, axis=1)
+        at = x + (k - (len(names) - 1) / 2) * width
+        bx.bar(at, np.maximum(miss, 1e-4), width, label=name)
+        for xi, m in zip(at, miss):
+            if m < 1e-2:  # too small to see: write it
+                bx.text(xi, 1.3e-4, f"{m:.0e} mm", rotation=90, ha="center", va="bottom", fontsize=7)
+    bx.set_yscale("log")
+    bx.set_ylim(1e-4, None)
+    bx.set_xticks(x, [str(k + 1) for k in x])
+    bx.set_xlabel("target")
+    bx.set_ylabel("tip miss at the end of the hold [mm]")
+    bx.set_title("Miss at each target")
+    fig.savefig(path, dpi=110, format="png")
+    plt.close(fig)

@@ -1,0 +1,72 @@
+"""``dense-armor info``: what the parser made of a URDF."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dense_armor.cli.common import table
+from dense_armor.urdf import parse_urdf
+
+def _vec(v, digits=4) -> str:
+    v = np.asarray(v, dtype=float)
+    v = np.where(np.abs(v) < 1e-12, 0.0, v)  # no -1.9e-17 from rounding
+    return "(" + ", ".join(f"{x:.{digits}g}" for x in v) + ")"
+
+
+def _frames_at_zero(model) -> np.ndarray:
+    """(F, 3) frame positions in the base frame at q = 0 (host NumPy: nothing to compile)."""
+    world = []
+    for i, parent in enumerate(model.parents):
+        R, p = np.asarray(model.joint_rotation[i], float), np.asarray(model.joint_translation[i], float)
+        world.append((R, p) if parent < 0 else (world[parent][0] @ R, world[parent][0] @ p + world[parent][1]))
+    out = []
+    for f, body in enumerate(model.frame_bodies):
+        p = np.asarray(model.frame_translation[f], float)
+        out.append(p if body < 0 else world[body][0] @ p + world[body][1])
+    return np.array(out)
+
+
+def _limit(v) -> str:
+    return "-" if not np.isfinite(v) else f"{v:g}"
+
+
+def cmd_info(args) -> int:
+    model = parse_urdf(args.urdf)
+    n = model.n
+    root = model.frame_names[0]
+    print(f"robot {model.name!r} from {args.urdf}: {n} movable joints, {len(model.frame_names)} links, fixed base {root!r}")
+    print(f"gravity {_vec(model.gravity)} m/s^2 in the base frame")
+    print("\njoints, in the order of q (depth-first, file order):")
+    rows = []
+    for i in range(n):
+        parent = root if model.parents[i] < 0 else model.body_names[model.parents[i]]
+        rows.append([
+            i, model.joint_names[i], model.joint_kinds[i], parent, model.body_names[i], _vec(model.axis[i]),
+            _vec(model.joint_translation[i]), _limit(model.lower[i]), _limit(model.upper[i]),
+            _limit(model.velocity_limit[i]), _limit(model.effort_limit[i]),
+        ])
+    print(table(["#", "joint", "type", "parent", "child", "axis", "origin [m]", "lower", "upper", "velocity", "effort"], rows,
+                 [">", "<", "<", "<", "<", "<", "<", ">", ">", ">", ">"]))
+    print("\nbodies (links behind fixed joints merged into the body they hang from):")
+    rows = []
+    for b in range(n):
+        pi = np.asarray(model.inertia[b], dtype=float)
+        m = pi[0]
+        com = pi[1:4] / m if m > 0 else np.zeros(3)
+        ixx, ixy, iyy, ixz, iyz, izz = pi[4:10]
+        I_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        I_c = I_o - m * (com @ com * np.eye(3) - np.outer(com, com))
+        merged = [f for f, body in zip(model.frame_names, model.frame_bodies) if body == b]
+        rows.append([b, model.body_names[b], f"{m:.4g}", _vec(com), _vec(np.diag(I_c)), ", ".join(merged)])
+    print(table(["#", "body", "mass [kg]", "com [m]", "inertia diag at com [kg m^2]", "links"], rows,
+                 [">", "<", ">", "<", "<", "<"]))
+    total = float(np.sum(np.asarray(model.inertia)[:, 0]))
+    print(f"moving mass {total:.4g} kg (the fixed base's links carry no dynamics)")
+    print("\nframes (every link; position at q = 0 in the base frame):")
+    p0 = _frames_at_zero(model)
+    rows = []
+    for f, name in enumerate(model.frame_names):
+        body = model.frame_bodies[f]
+        rows.append([f, name, "base" if body < 0 else model.body_names[body], _vec(model.frame_translation[f]), _vec(np.asarray(p0[f]))])
+    print(table(["#", "frame", "on body", "offset in body [m]", "position at q = 0 [m]"], rows, [">", "<", "<", "<", "<"]))
+    return 0

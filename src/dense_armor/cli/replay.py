@@ -1,0 +1,403 @@
+"""``dense-armor replay`` and ``dense-armor identify``: a real log through a learner."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dense_armor import learners, robot_learner
+from dense_armor.cli.common import PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
+from dense_armor.cli.learners import build_learner, lam, payload_report
+from dense_armor.logs import LogError, open_log
+from dense_armor.model import lock_joints
+from dense_armor.replay import replay_log
+from dense_armor.urdf import parse_urdf, with_inertials
+
+HARM = 0.1  # a second in which the learner is over 10 % worse than the URDF is harmful
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def _lock(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        position = float(value)
+    except ValueError:
+        position = float("nan")
+    if not sep or not name or not np.isfinite(position):
+        raise argparse.ArgumentTypeError(f"{text!r} is not JOINT=POSITION (e.g. panda_finger_joint1=0.02)")
+    return name.strip(), position
+
+
+def add_log_options(p) -> None:
+    """The options that read a log: robot, clock, derivatives, torque."""
+    from dense_armor.cli.common import positive
+
+    g = p.add_argument_group("log options")
+    g.add_argument("--lock", type=_lock, action="append", default=[], metavar="JOINT=POSITION",
+                   help="lock a joint the log does not cover at a position (rad or m), e.g. a gripper; repeatable")
+    g.add_argument("--topic", help="ROS bag: the sensor_msgs/msg/JointState topic (default /joint_states)")
+    g.add_argument("--dt", type=positive, help="sampling period, s, for a log without a t column")
+    g.add_argument("--causal", action="store_true",
+                   help="estimate derivatives causally, as a controller could live (default: zero-phase, offline)")
+    g.add_argument("--cutoff", type=positive, help="differentiator low-pass cut-off, Hz (default min(20, rate / 5))")
+    g.add_argument("--resample", type=positive, metavar="HZ", help="resample the log on a uniform grid at HZ")
+    g.add_argument("--max-gap", type=positive, metavar="S",
+                   help="longest clock gap bridged, s (default 10 median periods); longer gaps split the log")
+    g.add_argument("--torque-scale", metavar="GAINS",
+                   help="gain per joint turning the logged effort into torque (motor currents: the torque constants, "
+                   "sign included): one number, a comma-separated list in joint order, or a file (JSON list or "
+                   "{joint: gain}, or numbers)")
+    g.add_argument("--strict", action="store_true", help="refuse a URDF whose link inertias are not physical")
+    g.add_argument("--chunk", type=positive, default=2000, help="samples per lax.scan block (default 2000)")
+    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def _torque_scale(text: str | None, model):
+    """Gains per joint from the option's text or file."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.is_file():
+        raw = path.read_text(encoding="utf-8-sig").strip()
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw.replace(",", " ").split()
+        if isinstance(value, dict):
+            missing = [j for j in model.joint_names if j not in value]
+            unknown = [k for k in value if k not in model.joint_names]
+            if missing or unknown:
+                raise UserError(f"--torque-scale {text}: " + "; ".join(
+                    ([f"no gain for {', '.join(missing)}"] if missing else []) +
+                    ([f"{', '.join(unknown)} is not a joint"] if unknown else [])))
+            value = [value[j] for j in model.joint_names]
+    else:
+        value = text.split(",")
+    try:
+        gains = np.array([float(v) for v in np.ravel(value)], np.float64)
+    except (TypeError, ValueError):
+        raise UserError(f"--torque-scale {text}: not numbers") from None
+    return gains
+
+
+def load_robot(args):
+    """The model the log is replayed on: the URDF with the locked joints fixed."""
+    model = parse_urdf(args.urdf, strict=args.strict)
+    locks = dict(args.lock)
+    if len(locks) != len(args.lock):
+        raise UserError("--lock: a joint is locked twice")
+    try:
+        return (lock_joints(model, locks) if locks else model), locks
+    except ValueError as err:
+        raise UserError(f"--lock: {err}") from None
+
+
+def open_stream(args, model, locks):
+    """The log as a stream, and its first chunk read (so that its rate is known)."""
+    stream = open_log(args.log, model.joint_names, locked=set(locks), topic=args.topic, dt=args.dt, causal=args.causal,
+                      cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
+                      max_gap=args.max_gap, chunk=max(int(args.chunk), 1000))
+    chunks = iter(stream)
+    first = next(chunks, None)
+    if first is None:
+        raise LogError(f"{args.log}: no sample with finite values")
+    return stream, itertools.chain([first], chunks)
+
+
+def _progress(args, total):
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=" samples", desc="replay", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+
+# ----------------------------------------------------------------------------- per-sample output
+
+
+class _Rows:
+    """--out: one row per sample, streamed to a CSV, gathered for an NPZ."""
+
+    def __init__(self, output: Output, names):
+        self.output, self.names, self.blocks, self.header = output, names, [], False
+        self.npz = output.path.suffix.lower() == ".npz"
+
+    def __call__(self, t, tau, out):
+        columns = {"t": t}
+        for j, name in enumerate(self.names):
+            columns[f"tau_{name}"] = tau[:, j]
+            columns[f"nominal_{name}"] = out.nominal[:, j]
+            columns[f"pred_{name}"] = out.prediction[:, j]
+            columns[f"err_{name}"] = tau[:, j] - out.prediction[:, j]
+        columns["alarm"] = out.alarm.astype(np.int8)
+        columns["accepted"] = out.accepted.astype(np.int8)
+        if self.npz:
+            self.blocks.append(columns)
+            return
+        data = np.column_stack([np.asarray(v, np.float64) for v in columns.values()])
+        np.savetxt(self.output.handle, data, delimiter=",", fmt="%.9g",
+                   header="" if self.header else ",".join(columns), comments="")
+        self.header = True
+
+    def finish(self):
+        if self.npz and self.blocks:
+            np.savez(self.output.handle, **{k: np.concatenate([b[k] for b in self.blocks]) for k in self.blocks[0]})
+        self.output.commit()
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+def _run(args, kind: str, make_sink=None):
+    """Replay the log through the learner ``kind`` (``make_sink(model)``: the per-sample
+    output, or ``None``): ``(model, locks, stream, learner, result, elapsed)``."""
+    model, locks = load_robot(args)
+    stream, chunks = open_stream(args, model, locks)
+    info = stream.info
+    args.rate = args.resample or 1.0 / info.period
+    learner = build_learner(kind, model, args)
+    if args.state_in:
+        with jax.enable_x64(True):
+            try:
+                state = learners.load_state(args.state_in, learner.init(jnp.float64), learner)
+            except FileNotFoundError:
+                raise UserError(f"--state-in {args.state_in}: no such file") from None
+            except ValueError as err:
+                raise UserError(f"--state-in {err}") from None
+    else:
+        state = learner.init(jnp.float64)
+    bar = _progress(args, info.expected)
+    sink = None if make_sink is None else make_sink(model)
+    started = time.perf_counter()
+    try:
+        result = replay_log(learner, state, chunks, block=int(args.chunk), progress=bar.update if bar else None, sink=sink)
+    finally:
+        if bar is not None:
+            bar.close()
+    return model, locks, stream, learner, result, time.perf_counter() - started
+
+
+def _changes(result) -> list[dict]:
+    """Each payload alarm with the change it measured by the end of its segment."""
+    changes = []
+    for k, t in enumerate(result.alarms):
+        value = result.at_alarms[k + 1] if k + 1 < len(result.alarms) else result.last
+        if value is None:
+            continue
+        changes.append({"t_s": t, "mass_kg": float(value.mass), "mass_std_kg": float(value.mass_std),
+                        "com_m": [float(c) for c in value.com]})
+    return changes
+
+
+def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
+    """Print what the replay found; return it as the report's data."""
+    info, scores = stream.info, result.scores
+    names = model.joint_names
+    D = result.duration
+    rate = 1.0 / info.period
+    how = []
+    if info.estimated:
+        how.append(f"{'/'.join(info.estimated)} estimated ({info.derivative}, {info.cutoff:g} Hz low-pass)")
+    if info.resample:
+        how.append(f"resampled at {info.resample:g} Hz")
+    print(f"{PROG} replay: {info.source}: {result.samples} samples, {D:.4g} s at {rate:.4g} Hz (median step)"
+          + (", " + ", ".join(how) if how else ""))
+    bridged = [g for g in info.gaps if g.bridged]
+    split = [g for g in info.gaps if not g.bridged]
+    clock = f"  clock: {len(bridged)} gaps bridged"
+    if bridged:
+        g = max(bridged, key=lambda g: g.step)
+        clock += f" (longest {1e3 * g.step:.3g} ms at sample {g.index}, t = {g.t:.6g} s)"
+    if split:
+        clock += f"; {len(split)} too long to bridge, log split into {info.segments} segments (at " + \
+            ", ".join(f"sample {g.index}, t = {g.t:.6g} s" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
+    if info.skipped:
+        clock += f"; {info.skipped} rows with NaN or inf skipped"
+    print(clock)
+    locked = f"; locked {', '.join(f'{k}={v:g}' for k, v in locks.items())}" if locks else ""
+    print(f"  robot {model.name!r} ({model.n} joints: {', '.join(names)}{locked}); learner {_label(args)}")
+    phases = [("all", 0.0, np.inf)] + ([(f"Q{k + 1}", k * D / 4, (k + 1) * D / 4 if k < 3 else np.inf) for k in range(4)] if D > 0 else [])
+    rows = [["nominal URDF", *(fmt(scores.rmse(a, b)[0]) for _, a, b in phases)],
+            ["learner (prequential)", *(fmt(scores.rmse(a, b)[1]) for _, a, b in phases)]]
+    for j, name in enumerate(names):
+        rows.append([f"  {name}: nominal / learner", *(
+            "{} / {}".format(*map(fmt, scores.rmse(a, b, j))) for _, a, b in phases)])
+    print(table(["torque RMSE [N m]", *[p[0] for p in phases]], rows))
+    harmful = scores.harmful(HARM)
+    windows = sum(1 for c in scores.count if c)
+    print(f"one-second windows with the learner over {100 * HARM:g} % worse than the URDF: {len(harmful)} of {windows}"
+          + (f" (at {', '.join(f'{k} s' for k in harmful[:5])}{'...' if len(harmful) > 5 else ''})" if harmful else ""))
+    if result.rejected:
+        print(f"skipped {result.rejected} samples with NaN or inf")
+    if result.nonfinite:
+        print(f"warning: {result.nonfinite} predictions were not finite (the learner diverged); they are scored as the "
+              f"URDF's torque", file=sys.stderr)
+        print(f"{result.nonfinite} non-finite predictions, scored as the URDF's")
+    data = {
+        "source": info.source, "samples": result.samples, "duration_s": D, "start_s": result.start, "rate_hz": rate,
+        "joints": list(names), "locked": locks, "learner": _label(args),
+        "derivative": {"estimated": list(info.estimated), "method": info.derivative, "cutoff_hz": info.cutoff,
+                       "resample_hz": info.resample},
+        "gaps": [{"sample": g.index, "t_s": g.t, "step_s": g.step, "bridged": g.bridged} for g in info.gaps],
+        "segments": info.segments, "skipped_rows": info.skipped, "rejected": result.rejected,
+        "nonfinite_predictions": result.nonfinite,
+        "rmse_nominal": scores.rmse()[0], "rmse_learner": scores.rmse()[1],
+        "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0))),
+        "rmse_per_joint": {name: dict(zip(("nominal", "learner"), scores.rmse(joint=j))) for j, name in enumerate(names)},
+        "harmful_windows_s": harmful, "windows": windows, "alarms_s": result.alarms,
+    }
+    detector = getattr(learner, "detector", None) is not None
+    if detector:
+        print(f"{'payload' if isinstance(learner, robot_learner.RobotLearner) else 'drift'} alarms [s]: "
+              f"{alarm_text(result.alarms, limit=8)}")
+    if isinstance(learner, robot_learner.RobotLearner):
+        changes = _changes(result)
+        data["payload_changes"] = changes
+        for c in changes:
+            print(f"  payload change at {c['t_s']:.6g} s: {c['mass_kg']:+.4g} +- {c['mass_std_kg']:.2g} kg, centre of "
+                  f"mass ({', '.join(f'{x:.3g}' for x in c['com_m'])}) m in {learner.link}")
+        with jax.enable_x64(True):
+            est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
+        print(robot_learner.summary(learner, est))
+        data["physical"] = robot_learner.report(learner, est)
+    else:
+        mass = payload_report(learner, result.state)
+        if mass is not None:
+            from dense_armor import payload
+
+            with jax.enable_x64(True):
+                est = payload.payload_estimate(learner, result.state)
+            print(est.summary(learner.link))
+            data["payload"] = {"link": learner.link, "mass_kg": mass[0], "mass_std_kg": mass[1]}
+        elif hasattr(result.state, "rls"):
+            w = np.asarray(result.state.rls.w)
+            print(table(["weights", *learners.FEATURE_NAMES], [[name, *(f"{v:.4g}" for v in w[j])] for j, name in enumerate(names)]))
+            data["weights"] = {name: dict(zip(learners.FEATURE_NAMES, map(float, w[j]))) for j, name in enumerate(names)}
+    print(f"({elapsed:.1f} s, {result.samples / max(elapsed, 1e-9):,.0f} samples/s)")
+    return data
+
+
+def _label(args) -> str:
+    text = f"{args.learner} (lam {lam(args.learner, args):g}"
+    if args.learner == "robot":
+        text += f", rate {args.rate:g} Hz" + (", no payload detection" if args.no_payload else f", min mass {args.min_mass:g} kg")
+    else:
+        text += f", delta {args.delta:g}"
+    if args.learner.startswith("drift-aware"):
+        text += f", trigger {args.trigger}"
+    return text + ")"
+
+
+def _outputs(args, *specs) -> dict:
+    inputs = [args.urdf, args.log, getattr(args, "state_in", None)]
+    made = {key: Output(getattr(args, attr), option, inputs, suffixes) for key, attr, option, suffixes in specs}
+    distinct(*made.values())
+    return made
+
+
+def cmd_replay(args) -> int:
+    outputs = _outputs(args, ("out", "out", "--out", (".csv", ".npz")), ("report", "report", "--report", (".json",)),
+                       ("plot", "plot", "--plot", (".png",)), ("state", "state_out", "--state-out", None))
+    rows = []
+    try:
+        plt = require_matplotlib() if outputs["plot"] else None
+
+        def make_sink(model):
+            rows.append(_Rows(outputs["out"], model.joint_names))
+            return rows[0]
+
+        model, locks, stream, learner, replayed, elapsed = _run(args, args.learner, make_sink if outputs["out"] else None)
+        data = _summary(args, model, locks, stream, learner, replayed, elapsed)
+        if rows:
+            rows[0].finish()
+            print(f"per-sample predictions and errors written to {args.out}")
+        if outputs["report"]:
+            outputs["report"].handle.write(json.dumps(data, indent=2, default=_json).encode())
+            outputs["report"].commit()
+            print(f"report written to {args.report}")
+        if outputs["state"]:
+            learners.save_state(outputs["state"].handle, replayed.state, learner)
+            outputs["state"].commit()
+            print(f"learner state written to {args.state_out}")
+        if plt is not None:
+            _plot(plt, outputs["plot"].handle, replayed, model.joint_names)
+            outputs["plot"].commit()
+            print(f"plot written to {args.plot}")
+    finally:
+        for output in outputs.values():
+            output.discard()
+    return 0
+
+
+def _json(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON: {type(x).__name__}")
+
+
+def _plot(plt, path, result, names):
+    scores = result.scores
+    seconds = np.arange(len(scores.count))
+    keep = np.array(scores.count) > 0
+    nominal = np.array([np.sqrt(np.sum(x) / max(c, 1) / len(names)) for x, c in zip(scores.nominal, scores.count)])
+    learner = np.array([np.sqrt(np.sum(x) / max(c, 1) / len(names)) for x, c in zip(scores.learner, scores.count)])
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    ax.semilogy(seconds[keep] + 0.5, np.maximum(nominal[keep], 1e-9), lw=1, label="nominal URDF")
+    ax.semilogy(seconds[keep] + 0.5, np.maximum(learner[keep], 1e-9), lw=1, label="learner (prequential)")
+    for a in result.alarms:
+        ax.axvline(a - result.start, color="r", lw=0.8, alpha=0.7)
+    ax.set_xlabel("time from the first sample [s]")
+    ax.set_ylabel("torque error [N m] (RMS over each second)")
+    ax.set_title("Replay: prediction error" + (" (red: alarms)" if result.alarms else ""))
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110, format="png")
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- identify
+
+
+def cmd_identify(args) -> int:
+    """Learn the whole robot from a log; write its URDF and a sidecar with the joint terms."""
+    sidecar_path = args.sidecar or str(Path(args.output).with_suffix(".json"))
+    outputs = _outputs(args, ("urdf", "output", "-o", (".urdf",)))
+    args.sidecar_resolved = sidecar_path
+    sidecar = Output(sidecar_path, "--sidecar", [args.urdf, args.log], (".json",))
+    distinct(outputs["urdf"], sidecar)
+    args.learner, args.state_in, args.lam = "robot", None, None
+    try:
+        model, locks, stream, learner, result, elapsed = _run(args, "robot")
+        with jax.enable_x64(True):
+            est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
+        outputs["urdf"].handle.write(with_inertials(args.urdf, model, est.parameters, locks).encode())
+        side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
+                "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
+                "joints": {name: {term: float(getattr(est, term)[j]) for term in robot_learner.JOINT_TERMS} | {
+                    f"{term}_std": float(getattr(est, term + "_std")[j]) for term in robot_learner.JOINT_TERMS}
+                    for j, name in enumerate(model.joint_names)},
+                "source": {"log": str(args.log), "samples": result.samples,
+                           "rmse_nominal": result.scores.rmse()[0], "rmse_learner": result.scores.rmse()[1]}}
+        sidecar.handle.write(json.dumps(side, indent=2).encode())
+        print(f"{PROG} identify: {stream.info.source}: {result.samples} samples ({elapsed:.1f} s)")
+        print(robot_learner.summary(learner, est))
+        outputs["urdf"].commit()
+        sidecar.commit()
+        print(f"identified URDF written to {args.output}; armature, friction and offsets to {sidecar_path}")
+    finally:
+        outputs["urdf"].discard()
+        sidecar.discard()
+    return 0

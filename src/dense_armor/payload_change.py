@@ -1,0 +1,160 @@
+"""Detecting a payload change in the payload link's parameter subspace.
+
+A learner of the whole robot (:class:`dense_armor.robot_learner.RobotLearner`) explains the
+measured torque with every body's inertial parameters and every joint's friction. When the
+payload changes, what its prior error ``e`` cannot explain is, to first order, a change
+``Delta`` of one body's 10 parameters: ``e = Y_b Delta + noise``, ``Y_b`` that body's (n, 10)
+regressor columns. The detector fits ``Delta`` to the recent errors and raises an alarm only
+when the fitted mass change is both physically large and statistically clear:
+
+1. Window fit. With rows whitened by each joint's noise level, exponentially weighted sums
+   over a window of ``window`` seconds, ``A = sum Y_b' Y_b`` and ``b = sum Y_b' e``, give the
+   ridge estimate ``Delta = (A + L)^-1 b``, ``L`` the precision of a payload's prior (a
+   :func:`payload_std` change). Errors that do not look like a change of that body (misfit of
+   friction or of other links, noise) project onto it weakly.
+2. Its uncertainty. The fit's variance ``(A + L)^-1 / (1 + lam)`` (the exponential window's
+   weights counted twice) is that of white errors; real residuals are correlated in time, so it
+   is multiplied by their integrated autocorrelation time, ``tau = (1 + rho) / (1 - rho)`` with
+   ``rho`` the errors' lag-one autocorrelation, averaged over the joints (the learner keeps it).
+3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, once
+   the learner has seen ``arm_after`` seconds of samples and ``hold`` seconds after an alarm.
+
+On an alarm the learner goes back to what it had learned before the change and re-learns the
+payload on its own: the detector keeps a few snapshots of the learner's parameters, half a
+window apart, and the one at least a window old is the baseline (the one the change had not yet
+bent). The learner restores it, gives the payload body a payload prior (independent of the rest)
+and, for ``hold`` seconds, learns only that body: a payload's mass enters the torques only in
+combinations with the bodies before it, which the rest of the robot could otherwise absorb.
+The change is that body's parameters against the baseline's.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
+
+SNAPSHOTS = 4  # snapshots of the body's parameters, half a window apart
+
+
+def payload_std(mass: float = 5.0, radius: float = 0.2) -> np.ndarray:
+    """Prior standard deviations (10,) of a payload change: a mass of about ``mass`` kg whose
+    centre of mass and extent are within about ``radius`` m of the link origin."""
+    return np.array([mass] + [mass * radius] * 3 + [mass * radius**2] * 6)
+
+
+class PayloadDetectorState(NamedTuple):
+    """State of :class:`PayloadDetector`.
+
+    Attributes:
+        A: (10, 10) exponentially weighted ``sum Y_b' Y_b`` (whitened rows).
+        b: (10,) exponentially weighted ``sum Y_b' e``.
+        since: () int32, samples since the start or the last alarm.
+        alarmed: () bool, an alarm has been raised (the next test waits ``hold``, not
+            ``arm_after``).
+        snapshots: (SNAPSHOTS, p) the learner's parameters, every half window, newest first.
+        reference: (10,) the body's parameters before the last change (the baseline a change
+            is measured from): its parameters at the start, then at each alarm the baseline's.
+    """
+
+    A: jax.Array
+    b: jax.Array
+    since: jax.Array
+    alarmed: jax.Array
+    snapshots: jax.Array
+    reference: jax.Array
+
+
+class PayloadDetector(eqx.Module):
+    """A generalised likelihood-ratio test for a change of one body's inertial parameters.
+
+    See the module docstring. Times are in seconds; the learner passes its sampling rate.
+
+    Attributes:
+        window: s, the exponential window of the fit (its time constant).
+        min_mass: kg, the smallest mass change that raises an alarm.
+        z: the fitted mass change must be at least ``z`` standard deviations.
+        arm_after: s of samples before the first test (the learner's own transient).
+        hold: s after an alarm before the next test (the learner re-learns the body).
+        prior: (10,) standard deviations of a payload change (:func:`payload_std`): the fit's
+            ridge, and the covariance added to the body's parameters on an alarm.
+    """
+
+    window: float | jax.Array = 1.5
+    min_mass: float | jax.Array = 0.6
+    z: float | jax.Array = 5.0
+    arm_after: float | jax.Array = 5.0
+    hold: float | jax.Array = 3.0
+    prior: jax.Array | np.ndarray = eqx.field(default_factory=payload_std)
+
+    def __check_init__(self):
+        for name, rule in (("window", lambda v: v > 0), ("min_mass", lambda v: v >= 0), ("z", lambda v: v >= 0),
+                           ("arm_after", lambda v: v >= 0), ("hold", lambda v: v >= 0)):
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not (np.isfinite(value) and rule(value)):
+                raise ValueError(f"PayloadDetector {name} out of range, got {value!r}")
+        prior = np.asarray(self.prior) if not isinstance(self.prior, jax.core.Tracer) else None
+        if prior is not None and (prior.shape != (10,) or not np.all(np.isfinite(prior)) or not np.all(prior > 0)):
+            raise ValueError(f"PayloadDetector prior: expected 10 positive standard deviations, got {self.prior!r}")
+
+    def init(self, params, columns: slice, dtype) -> PayloadDetectorState:
+        """Nothing seen; ``params`` (p,) the learner's parameters, ``columns`` the body's."""
+        params = jnp.asarray(params, dtype)
+        return PayloadDetectorState(
+            A=jnp.zeros((10, 10), dtype), b=jnp.zeros(10, dtype), since=jnp.zeros((), jnp.int32),
+            alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, params.shape[-1])),
+            reference=params[columns],
+        )
+
+    def settling(self, state: PayloadDetectorState, rate) -> jax.Array:
+        """() bool: within ``hold`` seconds after an alarm (the learner learns the body only)."""
+        return state.alarmed & (state.since < jnp.asarray(self.hold, state.b.dtype) * rate)
+
+    def step(self, state: PayloadDetectorState, Y, e, params, columns: slice, correlation, rate, valid):
+        """Test the body's parameters for a change, then learn the sample into the window.
+
+        Args:
+            Y: (n, 10) the body's regressor columns, rows whitened by each joint's noise std.
+            e: (n,) the learner's prior errors, whitened the same way.
+            params: (p,) the learner's current parameters; ``columns`` the body's among them.
+            correlation: () the errors' integrated autocorrelation time, samples (>= 1).
+            rate: samples per second.
+            valid: () bool; an invalid sample changes nothing.
+
+        Returns:
+            ``(state, alarm, baseline, estimate, std)``: the new state, () bool, the learner's
+            parameters before the change (p,) (to restore on an alarm), the fitted change (10,)
+            and the standard deviation (10,) of its entries.
+        """
+        dtype = state.b.dtype
+        rate = jnp.asarray(rate, dtype)
+        lam = jnp.exp(-1.0 / (jnp.asarray(self.window, dtype) * rate))
+        prior = jnp.asarray(self.prior, dtype)
+        # the fit over the window of the samples before this one
+        cov = jnp.linalg.inv(state.A + jnp.diag(1.0 / prior**2))
+        estimate = cov @ state.b
+        std = jnp.sqrt(jnp.maximum(jnp.diag(cov), 0.0) * jnp.maximum(correlation, 1.0) / (1.0 + lam))
+        wait = jnp.where(state.alarmed, jnp.asarray(self.hold, dtype), jnp.asarray(self.arm_after, dtype))
+        armed = state.since >= wait * rate
+        mass = jnp.abs(estimate[0])
+        alarm = valid & armed & (mass >= jnp.asarray(self.min_mass, dtype)) & (mass >= jnp.asarray(self.z, dtype) * std[0])
+        # snapshots of the body's parameters every half window; on an alarm, the baseline
+        # is the newest one at least a window old
+        every = jnp.maximum(jnp.round(0.5 * jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
+        due = valid & (state.since % every == 0)
+        snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
+        baseline = state.snapshots[2]
+        reference = jnp.where(alarm, baseline[columns], state.reference)
+        A = jnp.where(valid, lam * state.A + Y.T @ Y, state.A)
+        b = jnp.where(valid, lam * state.b + Y.T @ e, state.b)
+        new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots, reference)
+        # after an alarm: an empty window, and snapshots of the restored baseline
+        restart = PayloadDetectorState(jnp.zeros_like(A), jnp.zeros_like(b), jnp.zeros((), jnp.int32), jnp.ones((), bool),
+                                       jnp.broadcast_to(baseline, snapshots.shape), reference)
+        new = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new, restart)
+        return new, alarm, baseline, estimate, std

@@ -1,0 +1,568 @@
+"""The whole robot learned online, with its URDF as the prior.
+
+:class:`RobotLearner` regresses the measured torque on every body's 10 inertial parameters and
+four terms per joint,
+
+    tau = Y(q, qd, qdd) pi  +  a qdd  +  f_v qd  +  f_c tanh(qd / v0)  +  f_0  +  noise,
+
+``Y`` the joint-torque regressor (n, 10 n) (:func:`dense_armor.dynamics.joint_torque_regressor`),
+``a`` the rotor inertia reflected to each joint (armature), ``f_v`` viscous and ``f_c`` Coulomb
+friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset. The ``14 n`` parameters
+are shared by all joints; one Bayesian recursive least squares learns them from the ``n`` joint
+equations of each sample.
+
+The URDF is the prior. Its mean is the URDF's inertial parameters (no armature, friction or
+offset); its standard deviation is :class:`Prior`: a fraction of each inertial parameter (30 %)
+with floors, and torque-scaled deviations for the joint terms. The learner keeps the deviation
+``w = theta - theta_URDF`` and its covariance ``P`` (the posterior, in parameter units), so the
+first prediction is the URDF's and directions the data do not excite stay exactly at the prior:
+with a proper prior the posterior exists whatever the excitation, and no symbolic reduction to
+base parameters is needed (the unidentifiable combinations keep ``P``'s prior variance).
+
+Noise. Each joint's equation is weighted by its noise variance ``r_j``, learned online: after a
+sample, ``r_j <- r_j (1 + beta (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_post X')_jj) /
+r_j``, whose expectation is 1 when ``r_j`` is right (``e_post`` the posterior error; the
+adaptive filter of Sarkka & Nummenmaa 2009 in its one-step form), averaged over ``noise_time``
+seconds. The errors' lag-one autocorrelation is tracked too: real residuals are correlated in
+time, and the payload detector and the reported standard deviations account for it.
+
+Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.prediction`,
+is the URDF's plus the learned residual ``r = X w`` times a trust ``c_j`` in [0, 1]: the
+least-squares coefficient of the URDF's recent error on the learner's recent residual,
+``c_j = sum lam^k e_j r_j / sum lam^k r_j^2`` over ``trust_time`` seconds (0 before any
+evidence). It is the learner's predictive uncertainty measured on its own predictions: 0 (the
+URDF's torque) while the residual has not yet explained the URDF's error, near 1 once it does,
+smaller when the residual overshoots. The result is limited to the URDF's effort limits.
+
+Payload changes. A :class:`~dense_armor.payload_change.PayloadDetector` tests the payload
+body's parameters for a change; on an alarm that body's covariance is re-opened and the rest of
+the learned robot kept. :attr:`StepOutput.extra` is a :class:`PayloadTrace`: the change of the
+payload body's parameters since the baseline before the last change.
+
+Same functional shape as the other learners: hyperparameters are pytree leaves, the state is
+an immutable :class:`RobotState`, ``step`` is prequential (predict, score, then learn) and
+drops into ``lax.scan``; :func:`dense_armor.learners.step`, :func:`~dense_armor.learners.replay`,
+:class:`~dense_armor.learners.Stepper` and ``jax.vmap`` work on it. :func:`robot_estimate`
+reports every body and joint in physical terms, nearest physically consistent
+(:mod:`dense_armor.inertial`), with standard deviations and flags for what the data have not
+excited.
+
+References:
+    Atkeson, C., An, C., Hollerbach, J. (1986). Estimation of inertial parameters of
+    manipulator loads and links. IJRR 5(3), 101-119.
+    Sarkka, S., Nummenmaa, A. (2009). Recursive noise adaptive Kalman filtering by variational
+    Bayesian approximations. IEEE Trans. Automatic Control 54(3), 596-600.
+    Wensing, P., Kim, S., Slotine, J.-J. (2017). Linear matrix inequalities for physically
+    consistent inertial parameter identification. IEEE RA-L 3(1), 60-67.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dense_armor import inertial, learners, rls
+from dense_armor.dynamics import joint_torque_regressor
+from dense_armor.learners import Learner, Prepared, StepOutput
+from dense_armor.model import Model
+from dense_armor.payload_change import PayloadDetector
+
+__all__ = [
+    "JOINT_TERMS",
+    "PayloadTrace",
+    "Prior",
+    "RobotEstimate",
+    "RobotLearner",
+    "RobotState",
+    "robot_estimate",
+    "torque_scale",
+]
+
+#: The per-joint terms, in their order in ``w`` after the ``10 n`` inertial parameters.
+JOINT_TERMS = ("armature", "viscous", "coulomb", "offset")
+#: The weight, in samples, of the prior's noise level in the running estimate.
+PRIOR_SAMPLES = 10.0
+
+
+def torque_scale(model: Model) -> np.ndarray:
+    """(n,) each joint's torque scale, N m (N): its URDF effort limit, 10 where it has none."""
+    effort = np.asarray(model.effort_limit, np.float64)
+    return np.where(np.isfinite(effort) & (effort > 0), effort, 10.0)
+
+
+class Prior(NamedTuple):
+    """The prior's standard deviations around the URDF (a scalar or one value per joint).
+
+    Inertial parameters: ``max(relative |pi_k|, floor_k)``, ``relative`` per link, the floor by
+    kind (mass, first moment, rotational inertia). Joint terms, from zero: the given values or,
+    by default, fractions of :func:`torque_scale` ``s``: armature ``0.01 s`` kg m^2, viscous
+    ``0.1 s`` N m s/rad, Coulomb ``0.1 s`` N m, offset ``0.05 s`` N m. ``noise`` is the initial
+    torque-noise standard deviation, ``0.02 s`` by default (it is then learned).
+    """
+
+    relative: float | Any = 0.3
+    mass_floor: float = 0.05
+    moment_floor: float = 0.005
+    inertia_floor: float = 0.002
+    armature: float | Any | None = None
+    viscous: float | Any | None = None
+    coulomb: float | Any | None = None
+    offset: float | Any | None = None
+    noise: float | Any | None = None
+
+    def std(self, model: Model) -> np.ndarray:
+        """(14 n,) standard deviations of ``w``: the 10 n inertial parameters, then each joint
+        term for every joint."""
+        n = model.n
+        pi = np.abs(np.asarray(model.inertia, np.float64))
+        relative = np.broadcast_to(np.asarray(self.relative, np.float64), (n,))
+        floor = np.array([self.mass_floor] + [self.moment_floor] * 3 + [self.inertia_floor] * 6)
+        inertia = np.maximum(relative[:, None] * pi, floor)
+        scale = torque_scale(model)
+        terms = [self._joint(self.armature, 0.01, scale), self._joint(self.viscous, 0.1, scale),
+                 self._joint(self.coulomb, 0.1, scale), self._joint(self.offset, 0.05, scale)]
+        std = np.concatenate([inertia.reshape(-1), *terms])
+        if not (np.all(np.isfinite(std)) and np.all(std > 0)):
+            raise ValueError(f"Prior: every standard deviation must be finite and > 0 ({self})")
+        return std
+
+    def noise_std(self, model: Model) -> np.ndarray:
+        """(n,) the initial torque-noise standard deviations."""
+        std = self._joint(self.noise, 0.02, torque_scale(model))
+        if not (np.all(np.isfinite(std)) and np.all(std > 0)):
+            raise ValueError(f"Prior: noise must be finite and > 0, got {self.noise!r}")
+        return std
+
+    @staticmethod
+    def _joint(value, fraction, scale):
+        return fraction * scale if value is None else np.broadcast_to(np.asarray(value, np.float64), scale.shape).copy()
+
+
+class NoiseState(NamedTuple):
+    """The learner's running picture of its errors.
+
+    Attributes:
+        variance: (n,) each joint's noise variance ``r_j``, (N m)^2.
+        weight: () samples behind it (its averaging weight saturates at ``noise_time``).
+        lag: (n,) exponentially weighted ``sum e_t e_{t-1}`` of the whitened prior errors.
+        power: (n,) the same of ``e_t^2``.
+        last: (n,) the last whitened prior error.
+    """
+
+    variance: jax.Array
+    weight: jax.Array
+    lag: jax.Array
+    power: jax.Array
+    last: jax.Array
+
+
+class TrustState(NamedTuple):
+    """Exponentially weighted ``sum e_j r_j`` (cross) and ``sum r_j^2`` (power), (n,) each: the
+    URDF's error ``e`` against the learner's residual ``r`` (the trust, ``cross / power``)."""
+
+    cross: jax.Array
+    power: jax.Array
+
+
+class RobotState(NamedTuple):
+    """The whole-robot learner's memory (save it and a restart loses nothing).
+
+    Attributes:
+        rls: ``w`` (14 n,) the parameters' deviation from the URDF, ``P`` (14 n, 14 n) its
+            covariance (the posterior, in parameter units).
+        count, rejected, alarms: samples learned, skipped (non-finite), payload alarms.
+        noise: the noise picture (:class:`NoiseState`).
+        trust: the residual's trust (:class:`TrustState`).
+        detector: the payload detector's state, or ``None``.
+    """
+
+    rls: rls.RLSState
+    count: jax.Array
+    rejected: jax.Array
+    alarms: jax.Array
+    noise: NoiseState
+    trust: TrustState
+    detector: Any
+
+
+class PayloadTrace(NamedTuple):
+    """The payload body's change since the baseline before the last alarm (the change is the
+    payload once the learner has re-learned the body; before any alarm, it is the learned
+    correction of that body against the URDF).
+
+    Attributes:
+        mass: () kg; mass_std: () kg; com: (3,) the change's centre of mass, m, in the payload
+            link's frame (its first moment over its mass).
+    """
+
+    mass: jax.Array
+    mass_std: jax.Array
+    com: jax.Array
+
+
+class RobotLearner(Learner):
+    """Every body's inertial parameters and every joint's armature, friction and offset, one
+    Bayesian RLS with the URDF as the prior (see the module docstring).
+
+    Args:
+        model: the nominal (URDF) model.
+        prior: the prior's standard deviations (:class:`Prior`).
+        rate: the sampling rate, Hz (the control loop's; the command line takes the log's):
+            the time constants below are in seconds.
+        coulomb_width: ``v0``, rad/s (m/s): the Coulomb term is ``tanh(qd / v0)``.
+        lam: forgetting factor in (0, 1]; 1 (default) keeps every sample. Below 1 the
+            learner forgets along the excited directions only (no wind-up).
+        noise_time: s, the memory of the noise estimate.
+        trust_time: s, the memory of the residual's trust.
+        detector: a :class:`~dense_armor.payload_change.PayloadDetector` (default), or
+            ``None`` for no payload detection.
+        link: the link carrying the payload; default the link of the last body.
+        consistent: predict with the nearest physically consistent inertial parameters.
+
+    Raises:
+        ValueError: an out-of-range hyperparameter, a prior with a non-positive deviation.
+    """
+
+    model: Model
+    std: np.ndarray | jax.Array
+    noise0: np.ndarray | jax.Array
+    rate: float | jax.Array
+    coulomb_width: float | jax.Array
+    lam: float | jax.Array
+    noise_time: float | jax.Array
+    trust_time: float | jax.Array
+    detector: PayloadDetector | None
+    body: int = eqx.field(static=True)
+    link: str = eqx.field(static=True)
+    consistent: bool = eqx.field(static=True)
+    forgets: bool = eqx.field(static=True)
+
+    def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
+                 lam: float = 1.0, noise_time: float = 10.0, trust_time: float = 0.2,
+                 detector: PayloadDetector | None = PayloadDetector(), link: str | None = None,
+                 consistent: bool = False):
+        learners.check_hyperparameters(lam, 1.0)
+        for name, value in (("rate", rate), ("coulomb_width", coulomb_width), ("noise_time", noise_time),
+                            ("trust_time", trust_time)):
+            if isinstance(value, (int, float)) and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if link is None:
+            link = model.body_names[-1]
+        self.model = model
+        self.std = prior.std(model)
+        self.noise0 = prior.noise_std(model)
+        self.rate, self.coulomb_width, self.lam = rate, coulomb_width, lam
+        self.noise_time, self.trust_time = noise_time, trust_time
+        self.detector = detector
+        self.body = model.body_index(link)
+        self.link = link
+        self.consistent = bool(consistent)
+        self.forgets = not (isinstance(lam, (int, float)) and lam == 1.0)  # lam = 1: no forgetting to trace
+
+    @property
+    def _columns(self) -> slice:
+        """The payload body's parameters in ``w``."""
+        return slice(10 * self.body, 10 * self.body + 10)
+
+    @property
+    def num_parameters(self) -> int:
+        """``p = 14 n``."""
+        return 14 * self.model.n
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Names of the entries of ``w``: each body's 10 parameters, then each joint term."""
+        bodies = tuple(f"{b} {k}" for b in self.model.body_names for k in inertial.NAMES)
+        return bodies + tuple(f"{t} {j}" for t in JOINT_TERMS for j in self.model.joint_names)
+
+    def init(self, dtype=None) -> RobotState:
+        """The prior: ``w = 0`` (the URDF), ``P = diag(std^2)``; the prior's noise level."""
+        dtype = jnp.dtype(dtype or jnp.result_type(float))
+        n, zero = self.model.n, jnp.zeros((), jnp.int32)
+        std = jnp.asarray(self.std, dtype)
+        fzero = jnp.zeros(n, dtype)
+        return RobotState(
+            rls=rls.RLSState(jnp.zeros_like(std), jnp.diag(std**2)),
+            count=zero, rejected=zero, alarms=zero,
+            noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero),
+            trust=TrustState(fzero, fzero),
+            detector=None if self.detector is None else self.detector.init(jnp.zeros_like(std), self._columns, dtype),
+        )
+
+    def features(self, q, qd, qdd, dtype):
+        """Rows ``X`` (n, 14 n) and the nominal torque ``Y pi_URDF`` (n,) at one state."""
+        Y = joint_torque_regressor(self.model, q, qd, qdd).astype(dtype)
+        q, qd, qdd = (jnp.asarray(a, dtype) for a in (q, qd, qdd))
+        nominal = Y @ jnp.asarray(self.model.inertia, dtype).reshape(-1)
+        width = jnp.asarray(self.coulomb_width, dtype)
+        joint = [jnp.diag(x) for x in (qdd, qd, jnp.tanh(qd / width), jnp.ones_like(qd))]
+        return jnp.concatenate([Y, *joint], axis=1), nominal
+
+    def _deviation(self, w):
+        """The ``w`` a prediction uses: the nearest physically consistent bodies if asked."""
+        if not self.consistent:
+            return w
+        n = self.model.n
+        urdf = jnp.asarray(self.model.inertia, w.dtype)
+        bodies = inertial.nearest_consistent(urdf + w[: 10 * n].reshape(n, 10)) - urdf
+        return jnp.concatenate([bodies.reshape(-1), w[10 * n :]])
+
+    def _gate(self, nominal, residual, trust: TrustState):
+        """The torque a controller gets: the URDF's plus the trusted residual, within the
+        effort limits."""
+        c = jnp.clip(trust.cross / jnp.where(trust.power > 0, trust.power, 1.0), 0.0, 1.0)
+        limit = jnp.asarray(self.model.effort_limit, nominal.dtype)
+        return jnp.clip(nominal + c * residual, -limit, limit)
+
+    def predict(self, state: RobotState, q, qd, qdd) -> jax.Array:
+        """Predicted torque (n,): the URDF's plus the trusted residual, within the effort limits."""
+        X, nominal = self.features(q, qd, qdd, state.rls.w.dtype)
+        return self._gate(nominal, X @ self._deviation(state.rls.w), state.trust)
+
+    def learn(self, state: RobotState, prepared: Prepared) -> tuple[RobotState, StepOutput]:
+        """The stateful half of :meth:`~dense_armor.learners.Learner.step`: predict, score, learn."""
+        dtype = state.rls.w.dtype
+        X, target, nominal, valid = prepared
+        rate = jnp.asarray(self.rate, dtype)
+        residual = X @ self._deviation(state.rls.w)
+        prediction = self._gate(nominal, residual, state.trust)
+        error = target - X @ state.rls.w  # the learner's own prior error
+
+        # the residual's trust: its recent agreement with the URDF's error
+        keep = jnp.exp(-1.0 / (jnp.asarray(self.trust_time, dtype) * rate))
+        trust = TrustState(keep * state.trust.cross + target * residual, keep * state.trust.power + residual**2)
+
+        # rows whitened by each joint's noise level
+        scale = jnp.sqrt(state.noise.variance)
+        Xw, ew = X / scale[:, None], error / scale
+        noise = state.noise
+        correlation = _correlation(noise)
+
+        rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
+        rows, y = Xw, target / scale
+        if self.detector is not None:
+            columns = self._columns
+            detector, alarm, baseline, _, _ = self.detector.step(
+                state.detector, Xw[:, columns], ew, state.rls.w, columns, correlation, rate, valid)
+            # a payload change: back to the baseline, the payload body with a payload prior of
+            # its own (no covariance with the rest) ...
+            w, P = rls_state
+            body = jnp.arange(self.num_parameters)
+            body = (body >= columns.start) & (body < columns.stop)
+            prior = jnp.zeros(self.num_parameters, dtype).at[columns].set(jnp.asarray(self.detector.prior, dtype) ** 2)
+            opened = jnp.where(body[:, None] & body[None, :], P + jnp.diag(prior), jnp.where(body[:, None] | body[None, :], 0.0, P))
+            rls_state = rls.RLSState(jnp.where(alarm, baseline, w), jnp.where(alarm, opened, P))
+            # ... and, while it settles, learned alone (the rest held: their columns moved
+            # into the target)
+            settling = alarm | self.detector.settling(state.detector, rate)
+            held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
+            y = y - (Xw * held) @ rls_state.w
+            rows = Xw * (1.0 - held)
+
+        lam = jnp.asarray(self.lam, dtype)
+        rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets)
+
+        # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
+        # update after directional forgetting is one with lam = 1)
+        e, G, S = innovation
+        ratio = jnp.linalg.solve(S, e) ** 2 + jnp.diag(jnp.linalg.solve(S, G))
+        weight = jnp.minimum(noise.weight + 1.0, jnp.asarray(self.noise_time, dtype) * rate)
+        variance = noise.variance * (1.0 + (ratio - 1.0) / weight)
+        floor = (1e-3 * jnp.asarray(self.noise0, dtype)) ** 2
+        decay = 1.0 - 1.0 / weight
+        noise = NoiseState(
+            variance=jnp.maximum(variance, floor), weight=weight,
+            lag=decay * noise.lag + ew * noise.last, power=decay * noise.power + ew**2, last=ew,
+        )
+
+        if self.detector is not None:
+            change = rls_state.w[columns] - detector.reference
+            mass = change[0]
+            com = change[1:4] / jnp.where(jnp.abs(mass) > 0, mass, 1.0)
+            extra = PayloadTrace(mass, jnp.sqrt(jnp.maximum(rls_state.P[columns.start, columns.start], 0.0) * correlation), com)
+
+        learned = RobotState(
+            rls=rls_state, count=state.count + 1, rejected=state.rejected, alarms=state.alarms + alarm,
+            noise=noise, trust=trust, detector=detector,
+        )
+        return learners.commit(state, learned, valid, nominal, prediction - nominal, target + nominal - prediction,
+                               alarm, extra)
+
+
+def _correlation(noise: NoiseState) -> jax.Array:
+    """The errors' integrated autocorrelation time, samples: ``(1 + rho) / (1 - rho)`` with
+    ``rho`` their lag-one autocorrelation, averaged over the joints (1 before any evidence)."""
+    rho = jnp.clip(noise.lag / jnp.where(noise.power > 0, noise.power, 1.0), 0.0, 0.999)
+    return jnp.mean((1.0 + rho) / (1.0 - rho))
+
+
+class RobotEstimate(NamedTuple):
+    """What a :class:`RobotLearner` has learned, in physical terms (NumPy or JAX arrays).
+
+    Bodies (leading axis n, in the model's order, each in its link's frame), from the nearest
+    physically consistent parameters; joints (n,); each quantity with ``*_std`` (one standard
+    deviation from the posterior, the data's information divided by the errors' correlation
+    time) and ``*_unexcited`` (the data's information about it is below the prior's: it sits
+    near its prior).
+
+    Attributes:
+        mass: (n,) kg. com: (n, 3) m. inertia: (n, 3, 3) about the centre of mass, kg m^2.
+        parameters: (n, 10) the consistent parameters (SPEC order, ``I`` about the origin).
+        learned: (n, 10) the learned parameters before the projection.
+        projected: (n,) bool, the projection moved a body (its learned parameters were not
+            physically consistent).
+        armature: (n,) kg m^2; viscous: (n,) N m s/rad; coulomb: (n,) N m; offset: (n,) N m.
+        noise_std: (n,) N m, each joint's learned noise level.
+        correlation: () samples, the errors' integrated autocorrelation time.
+    """
+
+    mass: Any
+    mass_std: Any
+    mass_unexcited: Any
+    com: Any
+    com_std: Any
+    com_unexcited: Any
+    inertia: Any
+    inertia_std: Any
+    inertia_unexcited: Any
+    parameters: Any
+    learned: Any
+    projected: Any
+    armature: Any
+    armature_std: Any
+    armature_unexcited: Any
+    viscous: Any
+    viscous_std: Any
+    viscous_unexcited: Any
+    coulomb: Any
+    coulomb_std: Any
+    coulomb_unexcited: Any
+    offset: Any
+    offset_std: Any
+    offset_unexcited: Any
+    noise_std: Any
+    correlation: Any
+
+
+def _widened(P, std, correlation):
+    """The posterior covariance with the data's information divided by the errors'
+    correlation time (``correlation`` samples carry about one sample's information):
+    ``(D^-2 + (P^-1 - D^-2) / tau)^-1``, in the prior-scaled form for conditioning."""
+    scaled = rls._sym(P / (std[:, None] * std[None, :]))  # D^-1 P D^-1: 1 at the prior
+    eye = jnp.eye(P.shape[-1], dtype=P.dtype)
+    information = jnp.linalg.inv(scaled) - eye  # the data's, prior-scaled
+    return jnp.linalg.inv(eye + rls._sym(information) / jnp.maximum(correlation, 1.0)) * (std[:, None] * std[None, :])
+
+
+def _physical(pi):
+    """``(m, c (3,), I_c (3, 3))`` of one body, flattened (13,)."""
+    m, c, I = inertial.to_com(pi)
+    return jnp.concatenate([m[None], c, I.reshape(-1)])
+
+
+def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> RobotEstimate:
+    """The learned robot in physical terms, with standard deviations and flags. Traceable.
+
+    Args:
+        learner: the :class:`RobotLearner`.
+        state: its state.
+        threshold: a quantity is unexcited when the data's information about it is below
+            ``threshold`` times the prior's (its posterior variance above ``1 / (1 +
+            threshold)`` of its prior variance; default 1: the prior still dominates).
+    """
+    w, P = state.rls
+    dtype = w.dtype
+    n = learner.model.n
+    prior = jnp.diag(jnp.asarray(learner.std, dtype) ** 2)
+    cov = _widened(P, jnp.asarray(learner.std, dtype), _correlation(state.noise))
+    keep = 1.0 / (1.0 + jnp.asarray(threshold, dtype))
+
+    def std(J):  # J (k, p)
+        return jnp.sqrt(jnp.maximum(jnp.einsum("ki,ij,kj->k", J, cov, J), 0.0))
+
+    def unexcited(J):
+        # the data's information on J theta below threshold times the prior's
+        before = jnp.einsum("ki,ij,kj->k", J, prior, J)
+        after = jnp.einsum("ki,ij,kj->k", J, P, J)
+        return after > keep * before
+
+    learned = jnp.asarray(learner.model.inertia, dtype) + w[: 10 * n].reshape(n, 10)
+    consistent = inertial.nearest_consistent(learned)
+    p = w.shape[-1]
+    bodies = []
+    for k in range(n):
+        J = jnp.zeros((13, p), dtype).at[:, 10 * k : 10 * k + 10].set(jax.jacfwd(_physical)(consistent[k]))
+        bodies.append((_physical(consistent[k]), std(J), unexcited(J)))
+    value, spread, flags = (jnp.stack(x) for x in zip(*bodies))
+    eye = jnp.eye(p, dtype=dtype)
+    joint = {}
+    for t, term in enumerate(JOINT_TERMS):
+        rows = eye[10 * n + t * n : 10 * n + (t + 1) * n]
+        joint[term] = (w[10 * n + t * n : 10 * n + (t + 1) * n], std(rows), unexcited(rows))
+    return RobotEstimate(
+        mass=value[:, 0], mass_std=spread[:, 0], mass_unexcited=flags[:, 0],
+        com=value[:, 1:4], com_std=spread[:, 1:4], com_unexcited=flags[:, 1:4],
+        inertia=value[:, 4:].reshape(n, 3, 3), inertia_std=spread[:, 4:].reshape(n, 3, 3),
+        inertia_unexcited=flags[:, 4:].reshape(n, 3, 3),
+        parameters=consistent, learned=learned, projected=jnp.any(consistent != learned, axis=-1),
+        **{f"{term}{suffix}": joint[term][k] for term in JOINT_TERMS for k, suffix in enumerate(("", "_std", "_unexcited"))},
+        noise_std=jnp.sqrt(state.noise.variance), correlation=_correlation(state.noise),
+    )
+
+
+estimate = jax.jit(robot_estimate)
+"""Jitted :func:`robot_estimate`."""
+
+
+def _pm(value, std, unexcited=False) -> str:
+    text = f"{float(value):.4g} +- {float(std):.2g}"
+    return text + " *" if bool(unexcited) else text
+
+
+def summary(learner: RobotLearner, est: RobotEstimate) -> str:
+    """The estimate as text: a line per body (mass, centre of mass, principal moments about
+    it) and per joint (armature, friction, offset, noise), ``*`` marking what the data have not
+    excited (it sits at its prior)."""
+    model = learner.model
+    lines = ["bodies (nearest physically consistent; * not excited: at the prior):"]
+    for k, name in enumerate(model.body_names):
+        com = ", ".join(_pm(est.com[k][i], est.com_std[k][i], est.com_unexcited[k][i]) for i in range(3))
+        moments = np.linalg.eigvalsh(np.asarray(est.inertia[k], np.float64))
+        projected = " (projected)" if bool(est.projected[k]) else ""
+        lines.append(f"  {name}: mass {_pm(est.mass[k], est.mass_std[k], est.mass_unexcited[k])} kg, "
+                     f"com ({com}) m, principal moments ({', '.join(f'{m:.3g}' for m in moments)}) kg m^2{projected}")
+    lines.append("joints:")
+    for j, name in enumerate(model.joint_names):
+        terms = ", ".join(f"{term} {_pm(getattr(est, term)[j], getattr(est, term + '_std')[j], getattr(est, term + '_unexcited')[j])}"
+                          for term in JOINT_TERMS)
+        lines.append(f"  {name}: {terms}, noise {float(est.noise_std[j]):.3g} N m")
+    return "\n".join(lines)
+
+
+def report(learner: RobotLearner, est: RobotEstimate) -> dict:
+    """The estimate as plain JSON-ready data: ``bodies`` and ``joints`` keyed by name."""
+    model = learner.model
+
+    def value(x):
+        x = np.asarray(x)
+        return x.tolist() if x.ndim else (bool(x) if x.dtype == bool else float(x))
+
+    bodies = {}
+    for k, name in enumerate(model.body_names):
+        bodies[name] = {key: value(getattr(est, key)[k]) for key in (
+            "mass", "mass_std", "mass_unexcited", "com", "com_std", "com_unexcited", "inertia", "inertia_std",
+            "inertia_unexcited", "parameters", "projected")}
+        bodies[name]["units"] = "kg, m, kg m^2 about the centre of mass, in the link's frame"
+    joints = {}
+    for j, name in enumerate(model.joint_names):
+        joints[name] = {f"{term}{suffix}": value(getattr(est, term + suffix)[j])
+                        for term in JOINT_TERMS for suffix in ("", "_std", "_unexcited")}
+        joints[name]["noise_std"] = value(est.noise_std[j])
+    return {"bodies": bodies, "joints": joints, "coulomb_width": value(learner.coulomb_width),
+            "correlation_samples": value(est.correlation),
+            "model": "tau = Y(q, qd, qdd) pi + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset"}
