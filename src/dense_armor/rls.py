@@ -354,8 +354,10 @@ def block_update(
     directional: bool = False,
     max_trace: ArrayLike | None = None,
     joseph: bool = False,
+    XP: ArrayLike | None = None,
 ) -> tuple[RLSState, Innovation]:
-    """:func:`update_rows`, also returning the block's :class:`Innovation`."""
+    """:func:`update_rows`, also returning the block's :class:`Innovation`; ``XP`` is ``X P``
+    when the caller has it already (the largest product of the update)."""
     _check_lam(lam)
     w, P = state
     dt = w.dtype
@@ -365,7 +367,7 @@ def block_update(
     m, p = X.shape[-2], X.shape[-1]
     Xt = jnp.swapaxes(X, -1, -2)
 
-    XP = X @ P  # (P X')', shape (..., m, p)
+    XP = X @ P if XP is None else jnp.asarray(XP, dt)  # (P X')', shape (..., m, p)
     G = _sym(XP @ Xt)
     err = y - jnp.einsum("...mi,...i->...m", X, w)
     if directional:

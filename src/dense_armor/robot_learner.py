@@ -23,7 +23,8 @@ Noise. Each joint's equation is weighted by its noise variance ``r_j``, learned 
 sample, ``r_j <- r_j (1 + beta (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_post X')_jj) /
 r_j``, whose expectation is 1 when ``r_j`` is right (``e_post`` the posterior error; the
 adaptive filter of Sarkka & Nummenmaa 2009 in its one-step form), averaged over ``noise_time``
-seconds. The errors' lag-one autocorrelation is tracked too: real residuals are correlated in
+seconds, each ``rho_j`` clipped at :data:`NOISE_CLIP` (a change the learner has not yet
+followed must not pass for noise). The errors' lag-one autocorrelation is tracked too: real residuals are correlated in
 time, and the payload detector and the reported standard deviations account for it.
 
 Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.prediction`,
@@ -87,6 +88,9 @@ __all__ = [
 JOINT_TERMS = ("armature", "viscous", "coulomb", "offset")
 #: The weight, in samples, of the prior's noise level in the running estimate.
 PRIOR_SAMPLES = 10.0
+#: A sample moves the noise estimate as if its error were at most this many variances: an
+#: outlier, or a change the learner has not yet followed, cannot inflate it quickly.
+NOISE_CLIP = 4.0
 
 
 def torque_scale(model: Model) -> np.ndarray:
@@ -243,7 +247,7 @@ class RobotLearner(Learner):
     forgets: bool = eqx.field(static=True)
 
     def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
-                 lam: float = 1.0, noise_time: float = 10.0, trust_time: float = 0.2,
+                 lam: float = 1.0, noise_time: float = 10.0, trust_time: float = 0.05,
                  detector: PayloadDetector | None = PayloadDetector(), link: str | None = None,
                  consistent: bool = False):
         learners.check_hyperparameters(lam, 1.0)
@@ -345,10 +349,16 @@ class RobotLearner(Learner):
 
         rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
         rows, y = Xw, target / scale
+        XP = Xw @ state.rls.P  # the update's largest product, computed once
         if self.detector is not None:
             columns = self._columns
+            # errors whitened by their prior covariance, I + tau X P X' (the parameters'
+            # uncertainty counted at the errors' correlation time): a configuration the
+            # learner has not yet learned does not look like a payload
+            L = jnp.linalg.cholesky(jnp.eye(X.shape[0], dtype=dtype) + correlation * rls._sym(XP @ Xw.T))
+            Yb, eb = (jax.scipy.linalg.solve_triangular(L, a, lower=True) for a in (Xw[:, columns], ew))
             detector, alarm, baseline, _, _ = self.detector.step(
-                state.detector, Xw[:, columns], ew, state.rls.w, columns, correlation, rate, valid)
+                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid)
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
@@ -363,14 +373,15 @@ class RobotLearner(Learner):
             held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
             y = y - (Xw * held) @ rls_state.w
             rows = Xw * (1.0 - held)
+            XP = jax.lax.cond(settling, lambda: rows @ rls_state.P, lambda: XP)
 
         lam = jnp.asarray(self.lam, dtype)
-        rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets)
+        rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets, XP=XP)
 
         # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
         # update after directional forgetting is one with lam = 1)
         e, G, S = innovation
-        ratio = jnp.linalg.solve(S, e) ** 2 + jnp.diag(jnp.linalg.solve(S, G))
+        ratio = jnp.minimum(jnp.linalg.solve(S, e) ** 2 + jnp.diag(jnp.linalg.solve(S, G)), NOISE_CLIP)
         weight = jnp.minimum(noise.weight + 1.0, jnp.asarray(self.noise_time, dtype) * rate)
         variance = noise.variance * (1.0 + (ratio - 1.0) / weight)
         floor = (1e-3 * jnp.asarray(self.noise0, dtype)) ** 2
@@ -396,9 +407,10 @@ class RobotLearner(Learner):
 
 def _correlation(noise: NoiseState) -> jax.Array:
     """The errors' integrated autocorrelation time, samples: ``(1 + rho) / (1 - rho)`` with
-    ``rho`` their lag-one autocorrelation, averaged over the joints (1 before any evidence)."""
+    ``rho`` their lag-one autocorrelation (an AR(1) picture), the median over the joints (1
+    before any evidence)."""
     rho = jnp.clip(noise.lag / jnp.where(noise.power > 0, noise.power, 1.0), 0.0, 0.999)
-    return jnp.mean((1.0 + rho) / (1.0 - rho))
+    return jnp.median((1.0 + rho) / (1.0 - rho))
 
 
 class RobotEstimate(NamedTuple):
