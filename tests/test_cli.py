@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -173,7 +174,7 @@ def test_replay_csv_without_accelerations_estimates_them(capsys, arm):
     assert code == 2 and "--dt" in err  # no t column and no --dt: the period is unknown
     code, out, _ = _run(capsys, "replay", arm["urdf"], log, "--dt", 0.01, "--chunk", 100, "--out", arm["folder"] / "p.npz")
     assert code == 0
-    assert "qdd estimated (Savitzky-Golay" in out
+    assert "qdd estimated (zero-phase, 20 Hz low-pass)" in out
     nominal, learner = _rmse_rows(out)
     assert learner < 0.5 * nominal
     with np.load(arm["folder"] / "p.npz") as pred:
@@ -186,7 +187,7 @@ def test_replay_npz_with_arrays_and_progress_bar(capsys, arm):
     np.savez(log, t=arm["t"], q=arm["q"], qd=arm["qd"], qdd=arm["qdd"], tau=arm["tau"])
     code, out, err = _run(capsys, "replay", arm["urdf"], log, "--chunk", 100, "--progress")
     assert code == 0
-    assert "replay [" in err and f"{T}/{T} samples" in err
+    assert "replay" in err and f"{T}/{T}" in err  # tqdm's bar
     nominal, learner = _rmse_rows(out)
     assert learner < 0.5 * nominal
 
@@ -221,8 +222,10 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
     _write_csv(folder / "no_tau.csv", {"q0": [0.0], "q1": [0.0], "qd0": [0.0], "qd1": [0.0]})
     _write_csv(folder / "half.csv", {"q0": [0.0], "q1": [0.0], "qd0": [0.0], "tau0": [0.0], "tau1": [0.0]})
     (folder / "text.csv").write_text("q0,q1,tau0,tau1\n0,1,2,abc\n")
-    t = np.array([0.0, 0.01, 0.02, 0.5, 0.51, 0.52, 0.53, 0.54, 0.55, 0.56, 0.57, 0.58])
-    _write_csv(folder / "gaps.csv", {"t": t, "q0": t, "q1": t, "tau0": t, "tau1": t})
+    t = np.array([0.0, 0.01, 0.02, 0.02, 0.04, 0.05])
+    _write_csv(folder / "repeated.csv", {"t": t, "q0": t, "q1": t, "tau0": t, "tau1": t})
+    one = np.ones(5)
+    _write_csv(folder / "no_t_full.csv", {f"{k}{j}": one for k in ("q", "qd", "qdd", "tau") for j in range(2)})
     np.savez(folder / "wrong_shape.npz", q=np.zeros((5, 3)), tau=np.zeros((5, 3)))
     return {p.name: p for p in folder.iterdir()}
 
@@ -238,11 +241,21 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "no_tau.csv"], "no tau columns"),
         (["replay", "{urdf}", "half.csv", "--dt", "0.01"], "qd is logged for some joints but not for joint2"),
         (["replay", "{urdf}", "text.csv"], "not a numeric CSV table"),
-        (["replay", "{urdf}", "gaps.csv"], "not uniformly sampled"),
+        (["replay", "{urdf}", "repeated.csv"], "the clock repeats 0.020000 s at sample 3"),
         (["replay", "{urdf}", "wrong_shape.npz"], "expected (T, 2)"),
         (["replay", "{urdf}", "no_tau.csv", "--lam", "1.5"], "argument --lam"),
-        (["replay", "{urdf}", "no_tau.csv", "--sg-window", "4"], "argument --sg-window"),
         (["replay", "{urdf}", "no_tau.csv", "--out", "/no/such/folder/x.csv"], "does not exist"),
+        (["replay", "{urdf}", "text.csv", "--out", "text.csv"], "that is an input"),
+        (["replay", "{urdf}", "text.csv", "--out", "{urdf}"], "that is an input"),
+        (["replay", "{urdf}", "text.csv", "--out", "{folder}"], "not a regular file"),
+        (["replay", "{urdf}", "text.csv", "--out", "/dev/full"], "not a regular file"),
+        (["replay", "{urdf}", "text.csv", "--report", "r.txt"], "expected a file ending in .json"),
+        (["replay", "{urdf}", "text.csv", "--out", "same.csv", "--report", "same.csv"], "--report same.csv: expected"),
+        (["replay", "{urdf}", "text.csv", "--lock", "joint3"], "is not JOINT=POSITION"),
+        (["replay", "{urdf}", "no_tau.csv", "--lock", "joint3=0"], "'joint3' is not a movable joint"),
+        (["replay", "{urdf}", "text.csv", "--topic", "/joint_states"], "--topic is for ROS bags"),
+        (["replay", "{urdf}", "no_t_full.csv", "--learner", "robot"], "needs the sampling rate"),
+        (["replay", "{urdf}", "no_tau.csv", "--state-in", "{missing}"], "no such file"),
         (["demo", "--rate", "-5"], "argument --rate"),
         (["control", "--kp", "abc"], "argument --kp"),
         (["frobnicate"], "invalid choice"),
@@ -251,19 +264,159 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
 )
 def test_user_errors_exit_2_with_one_line(capsys, tmp_path, arm, argv, message):
     files = _bad_files(tmp_path, arm)
-    names = {"missing": str(tmp_path / "missing.file"), "urdf": str(arm["urdf"])}
+    names = {"missing": str(tmp_path / "missing.file"), "urdf": str(arm["urdf"]), "folder": str(tmp_path)}
     argv = [a.format(**names) if "{" in a else str(files.get(a, a)) for a in argv]
+    before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     code, out, err = _run(capsys, *argv)
     assert code == 2
     assert out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("dense-armor: error: ") and message in lines[0], lines[0]
+    after = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after == before  # nothing written, nothing overwritten
 
 
-def test_plot_without_matplotlib_is_a_clear_error(capsys, monkeypatch, arm):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    log = _write_csv(arm["folder"] / "nompl.csv", _columns(arm))
-    code, _, err = _run(capsys, "replay", arm["urdf"], log, "--plot", arm["folder"] / "x.png")
+
+# ----------------------------------------------------------------------------- the robot learner on a log
+
+
+@pytest.fixture(scope="module")
+def wall(tmp_path_factory):
+    """The two-link arm on a wall (its base turned so that gravity acts in the plane of
+    motion), carrying 0.5 kg and with joint friction, at 200 Hz on a jittered clock with noise:
+    its URDF (without the payload and friction) and a CSV with t, q, qd, tau (no qdd)."""
+    folder = tmp_path_factory.mktemp("wall")
+    mount = '<link name="wall"/><joint name="mount" type="fixed"><parent link="wall"/><child link="base"/>' \
+            '<origin rpy="1.5707963267948966 0 0"/></joint></robot>'
+    text = minimal_urdf().replace("</robot>", mount)
+    urdf = folder / "wall.urdf"
+    urdf.write_text(text)
+    model = parse_urdf(text)
+    rng = np.random.default_rng(0)
+    rate, T = 200.0, 2400
+    t = np.arange(T) / rate + rng.uniform(-0.3, 0.3, T) / rate
+    t[0] = 0.0
+    q = np.stack([0.9 * np.sin(1.3 * t) + 0.3 * np.sin(3.1 * t), 0.7 * np.cos(1.7 * t) + 0.2 * np.sin(2.3 * t)], 1)
+    qd = np.stack([1.17 * np.cos(1.3 * t) + 0.93 * np.cos(3.1 * t), -1.19 * np.sin(1.7 * t) + 0.46 * np.cos(2.3 * t)], 1)
+    qdd = np.stack([-1.521 * np.sin(1.3 * t) - 2.883 * np.sin(3.1 * t), -2.023 * np.cos(1.7 * t) - 1.058 * np.sin(2.3 * t)], 1)
+    real = attach_payload(model, "link2", 0.5, com=(0.5, 0.0, 0.0))
+    tau = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(real, q, qd, qdd)) + 0.3 * qd + 0.2 * np.tanh(qd / 0.02)
+    tau += 0.01 * rng.standard_normal(tau.shape)
+    cols = {"t": t}
+    for j, name in enumerate(model.joint_names):
+        cols[f"q_{name}"], cols[f"qd_{name}"], cols[f"tau_{name}"] = q[:, j], qd[:, j], tau[:, j]
+    log = _write_csv(folder / "wall.csv", cols)
+    return {"folder": folder, "urdf": urdf, "log": log, "model": model, "q": q, "qd": qd, "qdd": qdd, "tau": tau,
+            "t": t, "cols": cols}
+
+
+def test_replay_with_the_robot_learner_reports_json(capsys, wall):
+    import json
+
+    report = wall["folder"] / "r.json"
+    code, out, _ = _run(capsys, "replay", wall["urdf"], wall["log"], "--learner", "robot", "--report", report,
+                        "--out", wall["folder"] / "o.csv", "--plot", wall["folder"] / "p.png")
+    assert code == 0, out
+    data = json.loads(report.read_text())
+    for key in ("alarms_s", "rmse_nominal", "rmse_learner", "payload_changes", "physical", "harmful_windows_s"):
+        assert key in data
+    assert data["rmse_learner"] < 0.1 * data["rmse_nominal"]
+    assert data["alarms_s"] == [] and data["harmful_windows_s"] == []
+    joints = data["physical"]["joints"]
+    assert joints["joint1"]["viscous"] == pytest.approx(0.3, abs=0.05)
+    # link2 and its 0.5 kg payload at 0.5 m: first moment 0.5 kg m
+    assert data["physical"]["bodies"]["link2"]["parameters"][1] == pytest.approx(0.5, abs=0.05)
+    header = (wall["folder"] / "o.csv").read_text().splitlines()[0].split(",")
+    assert header[:5] == ["t", "tau_joint1", "nominal_joint1", "pred_joint1", "err_joint1"]
+    assert "one-second windows with the learner over 10 % worse than the URDF: 0 of 12" in out
+
+
+def test_state_out_then_in_continues_bit_exactly(capsys, wall):
+    cols = dict(wall["cols"])
+    for j, name in enumerate(wall["model"].joint_names):
+        cols[f"qdd_{name}"] = wall["qdd"][:, j]  # logged accelerations: nothing estimated at the cut
+    half = len(wall["t"]) // 2
+    first = _write_csv(wall["folder"] / "first.csv", {k: v[:half] for k, v in cols.items()})
+    second = _write_csv(wall["folder"] / "second.csv", {k: v[half:] for k, v in cols.items()})
+    whole = _write_csv(wall["folder"] / "whole.csv", cols)
+    f = wall["folder"]
+    common = ["--learner", "robot", "--chunk", 500]
+    assert _run(capsys, "replay", wall["urdf"], whole, *common, "--state-out", f / "whole.npz")[0] == 0
+    assert _run(capsys, "replay", wall["urdf"], first, *common, "--state-out", f / "a.npz")[0] == 0
+    assert _run(capsys, "replay", wall["urdf"], second, *common, "--state-in", f / "a.npz", "--state-out", f / "b.npz")[0] == 0
+    with np.load(f / "whole.npz") as a, np.load(f / "b.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+    # another robot's state is refused before anything is written
+    code, _, err = _run(capsys, "replay", ROOT / "tests" / "missing.urdf", first, *common, "--state-in", f / "a.npz")
     assert code == 2
-    assert err.strip() == "dense-armor: error: --plot needs matplotlib, which is not installed (pip install 'dense_armor[plot]')"
+    other = f / "other.urdf"
+    other.write_text(wall["urdf"].read_text().replace('mass value="0.5"', 'mass value="0.6"'))
+    code, _, err = _run(capsys, "replay", other, first, *common, "--state-in", f / "a.npz", "--out", f / "x.csv")
+    assert code == 2 and "a state of another robot" in err and not (f / "x.csv").exists()
+
+
+def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys, wall):
+    import json
+
+    import pinocchio as pin
+    from oracle import pin_compatible
+
+    from dense_armor import learners
+    from dense_armor.robot_learner import JOINT_TERMS, RobotLearner
+
+    out = wall["folder"] / "identified.urdf"
+    code, printed, _ = _run(capsys, "identify", wall["urdf"], wall["log"], "-o", out)
+    assert code == 0, printed
+    side = json.loads(out.with_suffix(".json").read_text())
+    identified = parse_urdf(out)
+    assert identified.joint_names == wall["model"].joint_names
+    # the learner's own prediction with the nearest consistent parameters, from the same replay
+    state_file = wall["folder"] / "identify_state.npz"
+    assert _run(capsys, "replay", wall["urdf"], wall["log"], "--learner", "robot", "--state-out", state_file)[0] == 0
+    learner = RobotLearner(wall["model"], rate=200.0, consistent=True)
+    with jax.enable_x64(True):
+        state = learners.load_state(state_file, learner.init(jnp.float64))
+        X, nominal = jax.vmap(lambda a, b, c: learner.features(a, b, c, jnp.float64))(wall["q"], wall["qd"], wall["qdd"])
+        learned = np.asarray(nominal + X @ learner._deviation(state.rls.w))
+    pm = pin.buildModelFromXML(pin_compatible(out.read_text()))
+    data = pm.createData()
+    width = side["coulomb_width"]
+    terms = {t: np.array([side["joints"][j][t] for j in identified.joint_names]) for t in JOINT_TERMS}
+    for k in range(0, len(wall["q"]), 97):
+        q, qd, qdd = wall["q"][k], wall["qd"][k], wall["qdd"][k]
+        theirs = pin.rnea(pm, data, q, qd, qdd) + terms["armature"] * qdd + terms["viscous"] * qd \
+            + terms["coulomb"] * np.tanh(qd / width) + terms["offset"]
+        np.testing.assert_allclose(theirs, learned[k], atol=1e-8)
+    urdf = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(wall["model"], wall["q"], wall["qd"], wall["qdd"]))
+    rms = lambda e: np.sqrt(np.mean(e**2))  # noqa: E731
+    assert rms(learned - wall["tau"]) < 0.1 * rms(urdf - wall["tau"])  # and it is close to the real arm
+
+
+def test_replay_a_ros2_bag_with_locked_joints_and_currents(capsys, wall, tmp_path):
+    from test_logs import write_joint_state_bag
+
+    names = [*wall["model"].joint_names, "gripper"]
+    gains = np.array([2.0, -4.0])
+    q = np.column_stack([wall["q"], np.zeros(len(wall["t"]))])
+    qd = np.column_stack([wall["qd"], np.zeros(len(wall["t"]))])
+    current = np.column_stack([wall["tau"] / gains, np.zeros(len(wall["t"]))])
+    write_joint_state_bag(tmp_path / "bag", wall["t"] + 1.7e9, names, q, qd, current, "mcap")
+    gripped = tmp_path / "gripped.urdf"
+    gripped.write_text(wall["urdf"].read_text().replace("</robot>", '<link name="finger"/><joint name="gripper" '
+                       'type="prismatic"><parent link="link2"/><child link="finger"/><axis xyz="1 0 0"/>'
+                       '<limit lower="0" upper="0.1" effort="10" velocity="1"/></joint></robot>'))
+    code, out, err = _run(capsys, "replay", gripped, tmp_path / "bag", "--learner", "robot", "--lock", "gripper=0.0",
+                          "--torque-scale", "2,-4")
+    assert code == 0, err
+    nominal, learner = _rmse_rows(out)
+    assert learner < 0.1 * nominal and "locked gripper=0" in out
+    (tmp_path / "gains.json").write_text('{"joint2": -4, "joint1": 2}')
+    code, out2, _ = _run(capsys, "replay", gripped, tmp_path / "bag", "--learner", "robot", "--lock", "gripper=0",
+                         "--torque-scale", tmp_path / "gains.json")
+    assert code == 0 and _rmse_rows(out2) == (nominal, learner)
+    write_joint_state_bag(tmp_path / "arm_only", wall["t"], names[:2], q[:, :2], qd[:, :2], current[:, :2], "sqlite3")
+    code, _, err = _run(capsys, "replay", gripped, tmp_path / "arm_only", "--learner", "robot")
+    assert code == 2 and "--lock gripper=VALUE" in err

@@ -1,6 +1,8 @@
-"""Logs: the Savitzky-Golay differentiator, column matching, and the chunked replay."""
+"""Logs as robots log them: CSV, NPZ and ROS bags, on their own clocks."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import chex
 import jax.numpy as jnp
@@ -9,79 +11,242 @@ import pytest
 
 from dense_armor import parse_urdf
 from dense_armor.learners import ResidualLearner, Sample, replay
-from dense_armor.logs import LogError, load_log, replay_chunked, savgol_derivative
+from dense_armor.logs import LogError, load_log, open_log, write_table
+from dense_armor.replay import replay_trajectory
 from dense_armor.robots import minimal_urdf
 
 JOINTS = ("joint1", "joint2")
 
 
-@pytest.mark.parametrize("window, order", [(5, 3), (11, 3), (11, 4), (21, 5)])
-def test_savgol_differentiates_polynomials_exactly_edges_included(window, order):
-    dt = 0.01
-    t = np.arange(60) * dt
-    y = np.stack([1 - 2 * t + 3 * t**2 - 0.5 * t**3, np.full_like(t, 2.0)], axis=1)
-    np.testing.assert_allclose(savgol_derivative(y, dt, window, order), np.stack([-2 + 6 * t - 1.5 * t**2, 0 * t], 1), atol=1e-9)
-    np.testing.assert_allclose(savgol_derivative(y, dt, window, order, deriv=2), np.stack([6 - 3 * t, 0 * t], 1), atol=1e-6)
-
-
-def test_savgol_smooths_noise_better_than_finite_differences():
-    dt = 0.001
-    t = np.arange(2000) * dt
-    y = np.sin(2 * np.pi * t) + 1e-4 * np.random.default_rng(0).standard_normal(t.size)
-    truth = 2 * np.pi * np.cos(2 * np.pi * t)
-    sg = savgol_derivative(y, dt, window=21, order=3)
-    fd = np.gradient(y, dt)
-    assert np.sqrt(np.mean((sg - truth) ** 2)) < 0.2 * np.sqrt(np.mean((fd - truth) ** 2))
-
-
-def test_savgol_rejects_bad_settings():
-    with pytest.raises(ValueError, match="odd"):
-        savgol_derivative(np.zeros(20), 0.01, window=10)
-    with pytest.raises(ValueError, match="order"):
-        savgol_derivative(np.zeros(20), 0.01, window=5, order=1, deriv=2)
-    with pytest.raises(ValueError, match="too few"):
-        savgol_derivative(np.zeros(4), 0.01, window=5)
-
-
 def _csv(path, columns):
-    names = list(columns)
-    np.savetxt(path, np.column_stack([columns[k] for k in names]), delimiter=",", header=",".join(names), comments="")
+    write_table(path, columns)
     return path
 
 
-def test_named_and_indexed_columns_give_the_same_log(tmp_path):
-    rng = np.random.default_rng(0)
-    data = {qty: rng.normal(size=(15, 2)) for qty in ("q", "qd", "qdd", "tau")}
-    named = {f"{qty}_{j}": data[qty][:, k] for qty in data for k, j in enumerate(JOINTS)}
-    indexed = {f"{qty}{k}": data[qty][:, k] for qty in data for k in range(2)}
-    named["temperature"] = np.zeros(15)  # other columns are ignored
+def _motion(rate=200.0, seconds=4.0, jitter=0.3, seed=0):
+    """A smooth motion sampled at jittered times, with its exact derivatives."""
+    rng = np.random.default_rng(seed)
+    count = int(rate * seconds)
+    t = np.arange(count) / rate + rng.uniform(-jitter, jitter, count) / rate
+    t[0] = 0.0
+    q = np.stack([np.sin(1.5 * t), 0.5 * np.cos(2.0 * t)], 1)
+    qd = np.stack([1.5 * np.cos(1.5 * t), -np.sin(2.0 * t)], 1)
+    qdd = np.stack([-2.25 * np.sin(1.5 * t), -2.0 * np.cos(2.0 * t)], 1)
+    tau = np.stack([np.cos(t), np.sin(t)], 1)
+    return t, q, qd, qdd, tau
+
+
+def _columns(t, q, tau, qd=None, named=True):
+    cols = {"t": t} if t is not None else {}
+    for j, name in enumerate(JOINTS):
+        key = (lambda qty: f"{qty}_{name}") if named else (lambda qty: f"{qty}{j}")
+        cols[key("q")] = q[:, j]
+        if qd is not None:
+            cols[key("qd")] = qd[:, j]
+        cols[key("tau")] = tau[:, j]
+    return cols
+
+
+def test_named_and_indexed_columns_csv_and_npz_agree(tmp_path):
+    t, q, qd, qdd, tau = _motion()
+    named = _columns(t, q, tau, qd)
+    named["temperature"] = np.zeros(len(t))  # other columns are ignored
     a = load_log(_csv(tmp_path / "a.csv", named), JOINTS)
-    b = load_log(_csv(tmp_path / "b.csv", indexed), JOINTS)
-    np.savez(tmp_path / "c.npz", **data)
+    b = load_log(_csv(tmp_path / "b.csv", _columns(t, q, tau, qd, named=False)), JOINTS)
+    np.savez(tmp_path / "c.npz", t=t, q=q, qd=qd, tau=tau)
     c = load_log(tmp_path / "c.npz", JOINTS)
     for log in (a, b, c):
-        for qty in data:
-            np.testing.assert_array_equal(getattr(log, qty), data[qty])
-        assert log.estimated == () and log.t is None and log.dt is None
+        np.testing.assert_allclose(log.q, q, rtol=1e-8)
+        np.testing.assert_allclose(log.qd, qd, rtol=1e-8)
+        assert log.info.estimated == ("qdd",) and log.info.derivative == "zero-phase"
+    np.testing.assert_allclose(c.qdd, a.qdd, atol=1e-6)  # the CSV holds 9 digits
 
 
-def test_missing_derivatives_are_estimated_from_the_period(tmp_path):
-    dt = 0.002
-    t = np.arange(100) * dt
-    q = np.stack([t**3, np.sin(t)], 1)
-    cols = {"t": t, "q0": q[:, 0], "q1": q[:, 1], "tau0": t, "tau1": t}
-    log = load_log(_csv(tmp_path / "q_only.csv", cols), JOINTS)
-    assert log.estimated == ("qd", "qdd") and log.dt == pytest.approx(dt)
-    np.testing.assert_allclose(log.qd[:, 0], 3 * t**2, atol=1e-9)
-    np.testing.assert_allclose(log.qdd[:, 0], 6 * t, atol=1e-6)
-    del cols["t"]
+def test_jittered_clock_is_differentiated_on_its_stamps(tmp_path):
+    t, q, qd, qdd, tau = _motion(rate=100.0, jitter=0.3)
+    log = load_log(_csv(tmp_path / "jitter.csv", _columns(t, q, tau)), JOINTS)
+    assert log.info.estimated == ("qd", "qdd") and log.info.gaps == []
+    assert log.info.period == pytest.approx(0.01, rel=0.05)
+    inner = (t > 0.3) & (t < t[-1] - 0.3)
+    assert np.abs(log.qd - qd)[inner].max() < 1e-3
+    assert np.abs(log.qdd - qdd)[inner].max() < 2e-2
+    causal = load_log(tmp_path / "jitter.csv", JOINTS, causal=True)
+    assert causal.info.derivative == "causal"
+    assert np.abs(causal.qd - qd)[inner].max() > 2 * np.abs(log.qd - qd)[inner].max()  # it lags
+
+
+def test_gaps_are_bridged_and_reported_and_long_ones_split_the_log(tmp_path):
+    t, q, qd, qdd, tau = _motion(rate=1000.0, jitter=0.0)
+    keep = np.ones(len(t), bool)
+    keep[1000:1006] = False  # a 7-period gap: bridged
+    keep[2000:2300] = False  # 0.3 s: split
+    cols = _columns(t[keep], q[keep], tau[keep])
+    log = load_log(_csv(tmp_path / "gaps.csv", cols), JOINTS)
+    (bridged, split) = log.info.gaps
+    assert (bridged.index, bridged.bridged, split.index, split.bridged) == (1000, True, 1994, False)
+    assert bridged.t == pytest.approx(t[1006]) and bridged.step == pytest.approx(0.007)
+    assert log.info.segments == 2 and len(log) == keep.sum()
+    inner = np.abs(log.t - 1.0) < 0.2  # across the bridged gap, derivatives hold
+    assert np.abs(log.qdd - qdd[keep])[inner].max() < 2e-2
+    assert load_log(tmp_path / "gaps.csv", JOINTS, max_gap=0.5).info.segments == 1
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("repeat", r"clock repeats .* at sample 50 \(the sample before"),
+    ("back", r"clock goes back to .* at sample 50"),
+    ("nan", r"time stamp nan at sample 50 is not a number"),
+])
+def test_broken_clocks_are_errors_naming_the_sample(tmp_path, damage, message):
+    t, q, qd, qdd, tau = _motion()
+    t = t.copy()
+    t[50] = {"repeat": t[49], "back": t[48], "nan": np.nan}[damage]
+    with pytest.raises(LogError, match=message):
+        load_log(_csv(tmp_path / "bad.csv", _columns(t, q, tau)), JOINTS)
+
+
+def test_non_finite_rows_are_skipped_and_counted(tmp_path):
+    t, q, qd, qdd, tau = _motion()
+    q = q.copy()
+    q[100, 0] = np.nan
+    log = load_log(_csv(tmp_path / "nan.csv", _columns(t, q, tau)), JOINTS)
+    assert log.info.skipped == 1 and len(log) == len(t) - 1 and np.all(np.isfinite(log.qdd))
+
+
+def test_without_stamps_the_period_is_needed_for_derivatives(tmp_path):
+    t, q, qd, qdd, tau = _motion(jitter=0.0)
+    path = _csv(tmp_path / "no_t.csv", _columns(None, q, tau))
     with pytest.raises(LogError, match="--dt"):
-        load_log(_csv(tmp_path / "no_t.csv", cols), JOINTS)
-    log = load_log(tmp_path / "no_t.csv", JOINTS, dt=dt)
-    np.testing.assert_allclose(log.qd[:, 1], np.cos(t), atol=1e-7)
+        load_log(path, JOINTS)
+    log = load_log(path, JOINTS, dt=1 / 200.0)
+    np.testing.assert_allclose(log.t, t, atol=1e-12)
+    full = load_log(_csv(tmp_path / "full.csv", {**_columns(None, q, tau, qd), "qdd0": qdd[:, 0], "qdd1": qdd[:, 1]}), JOINTS)
+    assert full.info.period is None and full.info.estimated == ()  # nothing to estimate: no period needed
+    np.testing.assert_array_equal(full.t, np.arange(len(t)))
 
 
-def test_chunked_replay_equals_one_scan():
+def test_locked_joints_columns_are_ignored_and_missing_joints_suggest_lock(tmp_path):
+    t, q, qd, qdd, tau = _motion()
+    cols = _columns(t, q, tau)
+    cols["q_gripper"] = np.zeros(len(t))
+    with pytest.raises(LogError, match="names no joint"):
+        load_log(_csv(tmp_path / "g.csv", cols), JOINTS)
+    assert len(load_log(tmp_path / "g.csv", JOINTS, locked={"gripper"})) == len(t)
+    del cols["q_joint2"], cols["q_gripper"]
+    with pytest.raises(LogError, match=r"not for joint2 .* --lock joint2=VALUE"):
+        load_log(_csv(tmp_path / "h.csv", cols), JOINTS)
+
+
+def test_torque_scale_turns_currents_into_torques(tmp_path):
+    t, q, qd, qdd, tau = _motion()
+    path = _csv(tmp_path / "current.csv", _columns(t, q, tau))
+    log = load_log(path, JOINTS, torque_scale=[2.0, -0.5])
+    np.testing.assert_allclose(log.tau, tau * [2.0, -0.5], rtol=1e-8)
+    with pytest.raises(LogError, match="one finite, non-zero gain per joint"):
+        load_log(path, JOINTS, torque_scale=[1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("content, message", [
+    ("\ufeffq0,q1,tau0,tau1\n0,1,2,3\n0,1,2,3\n", None),  # Excel's byte-order mark is fine
+    ("q_joint1,q0,tau0,tau1\n0,1,2,3\n", "logged twice"),
+    ("q0,q1,tau0,tau1\n", "header but no samples"),
+    ("q0,q1,tau0,tau1\n0,1,2,abc\n", "not a numeric CSV table"),
+])
+def test_csv_quirks(tmp_path, content, message):
+    path = tmp_path / "log.csv"
+    path.write_text(content, encoding="utf-8")
+    if message is None:
+        log = load_log(path, JOINTS, dt=0.01)
+        np.testing.assert_array_equal(log.q[0], [0.0, 1.0])
+    else:
+        with pytest.raises(LogError, match=message):
+            load_log(path, JOINTS, dt=0.01)
+
+
+def test_npz_quirks(tmp_path):
+    np.savez(tmp_path / "complex.npz", q=np.zeros((5, 2), complex), tau=np.zeros((5, 2)))
+    with pytest.raises(LogError, match="not real numbers"):
+        load_log(tmp_path / "complex.npz", JOINTS, dt=0.01)
+    np.savez(tmp_path / "twice.npz", q=np.zeros((5, 2)), q0=np.zeros(5), tau=np.zeros((5, 2)))
+    with pytest.raises(LogError, match="logged twice"):
+        load_log(tmp_path / "twice.npz", JOINTS, dt=0.01)
+    (tmp_path / "gz.npz").write_bytes(b"\x1f\x8b" + bytes(100))
+    with pytest.raises(LogError, match="gz.npz: not a readable NPZ"):
+        load_log(tmp_path / "gz.npz", JOINTS, dt=0.01)
+
+
+def test_stream_in_chunks_equals_the_whole_log(tmp_path):
+    t, q, qd, qdd, tau = _motion(rate=1000.0, seconds=6.0)
+    path = _csv(tmp_path / "long.csv", _columns(t, q, tau))
+    whole = load_log(path, JOINTS)
+    chunks = list(open_log(path, JOINTS, chunk=1000))
+    assert len(chunks) >= 3
+    joined = {k: np.concatenate([c[k] for c in chunks]) for k in ("t", "q", "qd", "qdd", "tau")}
+    np.testing.assert_array_equal(joined["t"], whole.t)
+    inner = whole.t < whole.t[-1] - 0.1  # each window's grid is its own: the ends differ a little
+    np.testing.assert_allclose(joined["qdd"][inner], whole.qdd[inner], atol=2e-3)
+    np.testing.assert_allclose(joined["qdd"], whole.qdd, atol=2e-2)
+
+
+# ----------------------------------------------------------------------------- ROS bags
+
+
+def write_joint_state_bag(path: Path, t, names, q, qd, effort, storage: str = "mcap", topic="/joint_states", extra=None):
+    """A ROS 2 bag of sensor_msgs/msg/JointState, written with rosbags (as a robot would)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
+    with Writer(path, version=8, storage_plugin=plugin) as writer:
+        connection = writer.add_connection(topic, JointState.__msgtype__, typestore=store)
+        for k in range(len(t)):
+            sec = int(np.floor(t[k]))
+            stamp = Time(sec=sec, nanosec=int(round((t[k] - sec) * 1e9)))
+            contiguous = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
+            msg = JointState(header=Header(stamp=stamp, frame_id=""), name=list(names), position=contiguous(q[k]),
+                             velocity=np.zeros(0) if qd is None else contiguous(qd[k]), effort=contiguous(effort[k]))
+            writer.write(connection, int(t[k] * 1e9), store.serialize_cdr(msg, JointState.__msgtype__))
+            if extra is not None:  # another publisher's joints on the same topic (a gripper)
+                other = JointState(header=Header(stamp=stamp, frame_id=""), name=["finger"], position=np.zeros(1),
+                                   velocity=np.zeros(1), effort=np.zeros(1))
+                writer.write(connection, int(t[k] * 1e9) + 1, store.serialize_cdr(other, JointState.__msgtype__))
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_ros2_bag_reads_like_its_csv(tmp_path, storage):
+    t, q, qd, qdd, tau = _motion()
+    t = t + 1.7e9  # epoch stamps
+    names = ["joint2", "joint1"]  # the message's order is not the model's
+    bag = tmp_path / f"log_{storage}"
+    write_joint_state_bag(bag, t, names, q[:, ::-1], qd[:, ::-1], tau[:, ::-1], storage, extra=True)
+    log = load_log(bag, JOINTS)
+    csv = load_log(_csv(tmp_path / "same.csv", _columns(t, q, tau, qd)), JOINTS)
+    np.testing.assert_allclose(log.t, csv.t, atol=2e-9)
+    np.testing.assert_allclose(log.q, q, rtol=1e-12)
+    np.testing.assert_allclose(log.qd, qd, rtol=1e-12)
+    np.testing.assert_allclose(log.tau, tau, rtol=1e-12)
+    assert log.info.skipped == len(t)  # the gripper's messages
+    with pytest.raises(LogError, match=r"no topic '/other'.*/joint_states"):
+        load_log(bag, JOINTS, topic="/other")
+    with pytest.raises(LogError, match="message 0 on /joint_states has no joint3; .* --lock joint3=VALUE"):
+        load_log(bag, ("joint1", "joint3"))
+
+
+def test_bag_without_velocities_estimates_them(tmp_path):
+    t, q, qd, qdd, tau = _motion()
+    write_joint_state_bag(tmp_path / "bag", t, JOINTS, q, None, tau)
+    log = load_log(tmp_path / "bag", JOINTS)
+    assert log.info.estimated == ("qd", "qdd")
+    inner = (t > 0.3) & (t < t[-1] - 0.3)
+    assert np.abs(log.qd - qd)[inner].max() < 1e-3
+
+
+# ----------------------------------------------------------------------------- replay in blocks
+
+
+def test_blocked_replay_equals_one_scan():
     model = parse_urdf(minimal_urdf())
     learner = ResidualLearner(model, lam=0.98)
     rng = np.random.default_rng(3)
@@ -89,8 +254,8 @@ def test_chunked_replay_equals_one_scan():
     state0 = learner.init(jnp.float64)
     whole_state, whole = replay(learner, state0, trajectory)
     seen = []
-    state, out = replay_chunked(learner, state0, trajectory, chunk=7, progress=lambda done, total: seen.append(done))
-    assert seen == [7, 14, 21, 28, 31]
+    state, out = replay_trajectory(learner, state0, trajectory, block=7, progress=seen.append)
+    assert seen == [7, 7, 7, 7, 3]
     chex.assert_trees_all_close(state, whole_state, rtol=1e-12, atol=1e-12)
     chex.assert_trees_all_close(out, whole, rtol=1e-12, atol=1e-12)
     assert int(state.count) == 31 and int(state.rejected) == 0  # the padding was never learned

@@ -45,13 +45,22 @@ def _lowpass(cutoff: float, rate: float, order: int):
 
 
 def _extrapolate(x, count: int) -> np.ndarray:
-    """``count`` samples after the end of ``x`` (T, ...) (unit spacing), from a quadratic
-    least-squares fit to its last ``min(T, count)`` samples."""
-    tail = x[-min(len(x), count) :]
-    k = np.arange(len(tail), dtype=np.float64)
-    coef = np.polynomial.polynomial.polyfit(k, tail.reshape(len(tail), -1), min(2, len(tail) - 1))
-    ahead = np.polynomial.polynomial.polyval(len(tail) + np.arange(count, dtype=np.float64), coef)
-    return ahead.T.reshape(count, *x.shape[1:])
+    """``count`` samples after the end of ``x`` (T, ...) (unit spacing) that continue it to
+    third order: the point reflection about the last sample, ``2 x[-1] - x[-1 - k]``, has its
+    value, slope and third derivative; ``k^2 x''`` restores the curvature, which the reflection
+    flips (``x''`` at the last sample, from a cubic fitted to the last ``count`` samples)."""
+    count = min(count, len(x) - 1)
+    tail = x[-(count + 1) :].reshape(count + 1, -1)
+    k = np.arange(count + 1, dtype=np.float64)
+    degree = min(3, count)
+    if degree >= 2:
+        c = np.polynomial.polynomial.polyfit(k, tail, degree)
+        curvature = 2 * c[2] + (6 * c[3] * k[-1] if degree == 3 else 0.0)
+    else:
+        curvature = 0.0
+    steps = np.arange(1, count + 1, dtype=np.float64)[:, None]
+    ahead = 2 * tail[-1] - tail[-1 - steps[:, 0].astype(int)] + steps**2 * curvature
+    return ahead.reshape(count, *x.shape[1:])
 
 
 def zero_phase(t, x, cutoff: float, derivatives: int = 2, at=None) -> list[np.ndarray]:
@@ -67,11 +76,12 @@ def zero_phase(t, x, cutoff: float, derivatives: int = 2, at=None) -> list[np.nd
         np.stack([np.interp(grid, t, col) for col in x.T], -1)
     sos = _lowpass(cutoff, 1.0 / period, ORDER)
     if sos is not None and count > 3 * (2 * len(sos) + 1):
-        # Padded by a quadratic fitted to each end (a reflection would flip the curvature
-        # there), long enough for the filter's response to die out.
-        pad = int(np.ceil(3.0 / (cutoff * period)))
-        padded = np.concatenate([_extrapolate(uniform[::-1], pad)[::-1], uniform, _extrapolate(uniform, pad)])
-        uniform = signal.sosfiltfilt(sos, padded, axis=0, padtype=None)[pad : pad + count]
+        # Padded at each end by a continuation of value, slope and curvature, long enough for
+        # the filter's response to die out.
+        ahead = _extrapolate(uniform, int(np.ceil(3.0 / (cutoff * period))))
+        behind = _extrapolate(uniform[::-1], len(ahead))[::-1]
+        padded = np.concatenate([behind, uniform, ahead])
+        uniform = signal.sosfiltfilt(sos, padded, axis=0, padtype=None)[len(behind) : len(behind) + count]
     at = t if at is None else np.asarray(at, np.float64)
     if count < 4:  # too short for a spline: finite differences
         d = np.gradient(x, t, axis=0)
@@ -82,7 +92,7 @@ def zero_phase(t, x, cutoff: float, derivatives: int = 2, at=None) -> list[np.nd
     return [spline(at, nu=k) for k in range(1, derivatives + 1)]
 
 
-def causal(t, x, cutoff: float, state=None):
+def causal(t, x, cutoff: float, state=None, rate: float | None = None):
     """The causal filtered derivative of ``x`` (T, ...) at the stamps ``t``.
 
     Args:
@@ -90,6 +100,7 @@ def causal(t, x, cutoff: float, state=None):
         cutoff: Hz.
         state: ``None`` at the start of a segment, else what the previous call returned, to
             continue a segment across chunks.
+        rate: the rate the filter is designed for, Hz (default: from the median step).
 
     Returns:
         ``(derivative, state)``.
@@ -99,7 +110,7 @@ def causal(t, x, cutoff: float, state=None):
     if state is None:
         if len(t) < 2:
             return np.zeros_like(x), None
-        rate = 1.0 / float(np.median(np.diff(t)))
+        rate = rate or 1.0 / float(np.median(np.diff(t)))
         last_t, last_x, zi = t[0] - 1.0 / rate, x[0], None
     else:
         rate, last_t, last_x, zi = state
@@ -141,7 +152,7 @@ class Differentiator:
                  chunk: int = 20000):
         if causal and resample:
             raise ValueError("resampling needs samples after each grid point: not with the causal estimator")
-        self.cutoff, self.causal, self.resample = cutoff, causal, resample
+        self.cutoff, self.rate, self.causal, self.resample = cutoff, rate, causal, resample
         self.margin = max(64, int(np.ceil(10 * max(rate, resample or 0.0) / cutoff)))
         self.chunk = max(int(chunk), 4 * self.margin)
         self._reset()
@@ -188,9 +199,9 @@ class Differentiator:
         out = dict(done)
         t = done["t"]
         if "qd" not in done:
-            out["qd"], self._state["qd"] = causal(t, done["q"], self.cutoff, self._state["qd"])
+            out["qd"], self._state["qd"] = causal(t, done["q"], self.cutoff, self._state["qd"], self.rate)
         if "qdd" not in done:
-            out["qdd"], self._state["qdd"] = causal(t, out["qd"], self.cutoff, self._state["qdd"])
+            out["qdd"], self._state["qdd"] = causal(t, out["qd"], self.cutoff, self._state["qdd"], self.rate)
         return out
 
     def _zero_phase(self, window: dict, start: int, count: int) -> dict:

@@ -511,13 +511,16 @@ def identity(learner) -> dict[str, str]:
     }
 
 
-def save_state(path: str | Path, state, learner=None) -> None:
-    """Write a learner state pytree to the ``.npz`` file ``path`` (that very name), bit-exactly,
-    with the :func:`identity` of ``learner`` when given."""
+def save_state(path, state, learner=None) -> None:
+    """Write a learner state pytree to the ``.npz`` file ``path`` (that very name, or an open
+    binary file), bit-exactly, with the :func:`identity` of ``learner`` when given."""
     leaves = jax.tree.leaves(state)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     if learner is not None:
         arrays.update({f"identity_{k}": np.array(v) for k, v in identity(learner).items()})
+    if hasattr(path, "write"):
+        np.savez(path, **arrays)
+        return
     with open(path, "wb") as f:  # np.savez given a name would append ".npz"
         np.savez(f, **arrays)
 

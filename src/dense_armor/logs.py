@@ -21,7 +21,8 @@ Formats:
 
 Clock. Stamps must increase strictly (a repeated or decreasing stamp is an error naming the
 sample). Steps jitter (0.7-1.6 times the median step is normal on a host clock); a step over
-:data:`GAP` times the median is a gap (dropped packets). Gaps up to ``max_gap`` seconds
+:data:`GAP` times the median is a gap (dropped packets); the period is the mean of the other
+steps of the first chunk. Gaps up to ``max_gap`` seconds
 (default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a longer
 gap splits the log into segments: the derivatives restart, the learner keeps its state. Every
 gap is reported by sample index and time. Without a ``t`` column the sampling period must be
@@ -84,7 +85,8 @@ class LogInfo:
         joints: the model's joints, in its order.
         logged: the quantities the log has (``"t"`` included when it has stamps).
         estimated: the derivatives estimated (``"qd"``, ``"qdd"``).
-        period: the median sampling period, s.
+        period: the sampling period, s: the mean step without gaps (``None`` for a log without stamps or period:
+            its ``t`` is then the sample index).
         derivative: ``"zero-phase"``, ``"causal"`` or ``None`` (nothing estimated).
         cutoff: the differentiator's cut-off, Hz.
         resample: the resampling rate, Hz, or ``None``.
@@ -318,12 +320,13 @@ class LogStream:
 
     def __iter__(self) -> Iterator[dict]:
         info = self.info
-        last_t, row, diff = None, 0, None
+        last_t, row, diff, started = None, 0, None, False
+        untimed = "t" not in info.logged and self._dt is None  # stamps are sample indices
         for raw in self._raw:
             count = len(raw["q"])
             t = raw.get("t")
             if t is None:
-                t = (row + np.arange(count)) * self._dt
+                t = (row + np.arange(count)) * (1.0 if untimed else self._dt)
             t = np.asarray(t, np.float64)
             bad_t = np.nonzero(~np.isfinite(t))[0]
             if len(bad_t):
@@ -335,20 +338,21 @@ class LogStream:
             if len(back):
                 k = back[0]
                 what = "repeats" if steps[k] == 0 else "goes back to"
-                raise LogError(f"{info.source}: the clock {what} {t[k + first]:.9g} s at sample {row + k + first} "
-                               f"(the sample before: {prev[k]:.9g} s); stamps must increase")
-            if info.period is None:
-                self._start(steps, t)
-                diff = self._differentiator()
+                raise LogError(f"{info.source}: the clock {what} {t[k + first]:.6f} s at sample {row + k + first} "
+                               f"(the sample before: {prev[k]:.6f} s); stamps must increase")
+            if not started:
+                started = True
+                if not untimed:
+                    self._start(steps, t)
+                    diff = self._differentiator()
             rows = {"t": t, **{k: raw[k] for k in QUANTITIES if k in raw}}
             if self._scale is not None:
                 rows["tau"] = rows["tau"] * self._scale
             finite = np.all(np.isfinite(np.concatenate([rows[k].reshape(count, -1) for k in QUANTITIES if k in rows], 1)), 1)
             info.skipped += int(count - finite.sum())
             # gaps, on the stamps of every row (a skipped row leaves a gap of its own)
-            period = info.period
             cuts = []
-            for k in np.nonzero(steps > GAP * period)[0]:
+            for k in np.nonzero(steps > GAP * info.period)[0] if not untimed else ():
                 bridged = steps[k] <= self._max_gap
                 info.gaps.append(Gap(int(row + k + first), float(t[k + first]), float(steps[k]), bool(bridged)))
                 if not bridged:
@@ -365,21 +369,24 @@ class LogStream:
                     if diff:
                         yield from diff.flush()
                 start = cut
-        if info.period is None:
+        if not started:
             raise LogError(f"{info.source}: the log has no samples")
         if diff:
             yield from diff.flush()
 
     def _start(self, steps, t):
-        """The median period, from the first chunk's steps (or ``dt``)."""
+        """The period, from the first chunk's steps (or ``dt``)."""
         info = self.info
         if self._dt is not None:
             period = self._dt
-            if "t" in info.logged and len(steps) and abs(np.median(steps) - period) > 1e-6 * period:
+            if "t" in info.logged and len(steps) and abs(np.median(steps) - period) > 0.05 * period:
                 raise LogError(f"{info.source}: the given sampling period {period:g} s disagrees with the log's "
                                f"'t' column (median step {np.median(steps):.6g} s)")
         elif len(steps):
-            period = float(np.median(steps))
+            # the mean step without the gaps: the median of a jittered clock's steps is off by
+            # a percent or so, the mean is not
+            median = float(np.median(steps))
+            period = float(np.mean(steps[steps <= GAP * median]))
         else:
             raise LogError(f"{info.source}: one sample: no sampling period to estimate derivatives with")
         info.period = period
@@ -465,8 +472,6 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         elif dt is None and ("qd" not in arrays or "qdd" not in arrays or resample):
             raise LogError(f"{path}: the log has no 't' column; give the sampling period (--dt) to estimate "
                            f"{' and '.join(k for k in ('qd', 'qdd') if k not in arrays) or 'the grid'}")
-        elif dt is None:
-            dt = 1.0
         info.logged = set(arrays)
         info.expected = len(arrays["q"])
         chunks = ({k: v[s : s + chunk] for k, v in arrays.items()} for s in range(0, len(arrays["q"]), chunk))
@@ -493,4 +498,5 @@ def write_table(path: str | os.PathLike, columns: dict[str, np.ndarray]) -> None
         return
     names = list(columns)
     data = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
-    np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt="%.9g")
+    # stamps in full (epoch seconds need 16 digits for microseconds), the rest to 9 digits
+    np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt=["%.17g" if k == "t" else "%.9g" for k in names])

@@ -60,9 +60,10 @@ def replay_trajectory(learner, state, trajectory: Sample, block: int = 2000, pro
 
 @dataclass
 class Scores:
-    """Squared prediction errors summed per second of the log (bins of one second from its
-    first stamp), per joint: the URDF's (``nominal``) and the learner's (``learner``), and the
-    samples in each bin (``count``). Enough for any RMSE over whole seconds."""
+    """Squared prediction errors summed per window of the log (bins of one second, by default,
+    from its first stamp), per joint: the URDF's (``nominal``) and the learner's (``learner``),
+    and the samples in each bin (``count``). Enough for any RMSE over whole windows; the
+    methods take times in windows."""
 
     nominal: list = field(default_factory=list)
     learner: list = field(default_factory=list)
@@ -126,7 +127,7 @@ class Replay:
     last: object = None
 
 
-def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink=None) -> Replay:
+def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink=None, window: float = 1.0) -> Replay:
     """Replay a log's chunks through ``learner`` (see the module docstring).
 
     Args:
@@ -136,6 +137,8 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
         block: samples per ``lax.scan``.
         progress: ``None`` or a callable given the number of samples each block replayed.
         sink: ``None`` or a callable given each block's ``(t, tau, StepOutput)`` (NumPy).
+        window: the width of the score bins, in the units of ``t`` (1 s; for a log without
+            stamps, whose ``t`` is the sample index, a number of samples).
     """
     result = Replay(state, Scores())
     buffer: list[dict] = []
@@ -162,7 +165,7 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
         result.nonfinite += int(bad.sum())
         prediction = np.where(bad[:, None], out.nominal, prediction)
         good = out.accepted
-        bins = np.floor(t[good] - result.start).astype(int)
+        bins = np.floor((t[good] - result.start) / window).astype(int)
         result.scores.add(bins, (tau - out.nominal)[good] ** 2, (tau - prediction)[good] ** 2)
         for k in np.nonzero(out.alarm)[0]:
             result.alarms.append(float(t[k]))

@@ -98,8 +98,6 @@ class Output:
         self.handle = None
         if self.path is None:
             return
-        if suffixes is not None and self.path.suffix.lower() not in suffixes:
-            raise UserError(f"{option} {path}: expected a file ending in {' or '.join(suffixes)}")
         for other in inputs:
             if other is not None and _same(self.path, Path(other)):
                 raise UserError(f"{option} {path}: that is an input of this command; choose another file")
@@ -108,6 +106,8 @@ class Output:
             raise UserError(f"{option} {path}: the folder {folder} does not exist")
         if self.path.exists() and not self.path.is_file():
             raise UserError(f"{option} {path}: not a regular file")
+        if suffixes is not None and self.path.suffix.lower() not in suffixes:
+            raise UserError(f"{option} {path}: expected a file ending in {' or '.join(suffixes)}")
         try:
             fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{self.path.name}.", suffix=".partial")
         except OSError as err:

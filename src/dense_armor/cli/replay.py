@@ -147,7 +147,7 @@ class _Rows:
             self.blocks.append(columns)
             return
         data = np.column_stack([np.asarray(v, np.float64) for v in columns.values()])
-        np.savetxt(self.output.handle, data, delimiter=",", fmt="%.9g",
+        np.savetxt(self.output.handle, data, delimiter=",", fmt=["%.17g" if k == "t" else "%.9g" for k in columns],
                    header="" if self.header else ",".join(columns), comments="")
         self.header = True
 
@@ -163,10 +163,16 @@ class _Rows:
 def _run(args, kind: str, make_sink=None):
     """Replay the log through the learner ``kind`` (``make_sink(model)``: the per-sample
     output, or ``None``): ``(model, locks, stream, learner, result, elapsed)``."""
+    if getattr(args, "state_in", None) and not Path(args.state_in).is_file():
+        raise UserError(f"--state-in {args.state_in}: no such file")
     model, locks = load_robot(args)
     stream, chunks = open_stream(args, model, locks)
     info = stream.info
-    args.rate = args.resample or 1.0 / info.period
+    if info.period is None and kind == "robot":
+        raise UserError(f"{args.log}: the robot learner needs the sampling rate: the log has no 't' column; give --dt")
+    # the nominal rate, to 3 digits: the learner's time constants need no more, and a state saved
+    # from one log of a robot continues on the next (the rate is one of its options)
+    args.rate = args.resample or (float(f"{1.0 / info.period:.3g}") if info.period else None)
     learner = build_learner(kind, model, args)
     if args.state_in:
         with jax.enable_x64(True):
@@ -182,7 +188,8 @@ def _run(args, kind: str, make_sink=None):
     sink = None if make_sink is None else make_sink(model)
     started = time.perf_counter()
     try:
-        result = replay_log(learner, state, chunks, block=int(args.chunk), progress=bar.update if bar else None, sink=sink)
+        result = replay_log(learner, state, chunks, block=int(args.chunk), progress=bar.update if bar else None, sink=sink,
+                            window=1.0 if info.period else 1000.0)
     finally:
         if bar is not None:
             bar.close()
@@ -206,14 +213,14 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     info, scores = stream.info, result.scores
     names = model.joint_names
     D = result.duration
-    rate = 1.0 / info.period
+    rate = 1.0 / info.period if info.period else float("nan")
     how = []
     if info.estimated:
         how.append(f"{'/'.join(info.estimated)} estimated ({info.derivative}, {info.cutoff:g} Hz low-pass)")
     if info.resample:
         how.append(f"resampled at {info.resample:g} Hz")
-    print(f"{PROG} replay: {info.source}: {result.samples} samples, {D:.4g} s at {rate:.4g} Hz (median step)"
-          + (", " + ", ".join(how) if how else ""))
+    timing = f"{D:.4g} s at {rate:.4g} Hz" if info.period else "no time stamps"
+    print(f"{PROG} replay: {info.source}: {result.samples} samples, {timing}" + (", " + ", ".join(how) if how else ""))
     bridged = [g for g in info.gaps if g.bridged]
     split = [g for g in info.gaps if not g.bridged]
     clock = f"  clock: {len(bridged)} gaps bridged"
@@ -279,6 +286,9 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
 
             with jax.enable_x64(True):
                 est = payload.payload_estimate(learner, result.state)
+            note = "" if mass[0] >= 0 else (" (not a payload: no body has a negative mass; this learner lumps every "
+                                            "link's URDF error onto one link: use --learner robot on a real robot)")
+            print(f"learned payload on {learner.link}: {mass[0]:.4f} +- {mass[1]:.4f} kg{note}")
             print(est.summary(learner.link))
             data["payload"] = {"link": learner.link, "mass_kg": mass[0], "mass_std_kg": mass[1]}
         elif hasattr(result.state, "rls"):
@@ -301,9 +311,17 @@ def _label(args) -> str:
 
 
 def _outputs(args, *specs) -> dict:
+    """The command's outputs, checked before any work (none is left behind on an error)."""
     inputs = [args.urdf, args.log, getattr(args, "state_in", None)]
-    made = {key: Output(getattr(args, attr), option, inputs, suffixes) for key, attr, option, suffixes in specs}
-    distinct(*made.values())
+    made = {}
+    try:
+        for key, attr, option, suffixes in specs:
+            made[key] = Output(getattr(args, attr), option, inputs, suffixes)
+        distinct(*made.values())
+    except BaseException:
+        for output in made.values():
+            output.discard()
+        raise
     return made
 
 

@@ -1,0 +1,243 @@
+"""The whole-robot learner: the URDF as the prior, consistent estimates, the payload detector,
+residuals that do no harm; and the locked (reduced) model it often runs on."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dense_armor import attach_payload, inertial, learners, parse_urdf
+from dense_armor.dynamics import joint_torque_regressor, rnea
+from dense_armor.learners import Sample
+from dense_armor.model import lock_joints
+from dense_armor.payload_change import PayloadDetector
+from dense_armor.robot_learner import JOINT_TERMS, Prior, RobotLearner, robot_estimate
+from dense_armor.robots import minimal_urdf
+from dense_armor.urdf import with_inertials
+
+VERTICAL = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))  # gravity in the plane of motion
+PLANAR = parse_urdf(minimal_urdf())  # horizontal: gravity along the joint axes
+
+_torques = jax.jit(jax.vmap(rnea, in_axes=(None, 0, 0, 0)))
+
+
+def _motion(T, rate=100.0, seed=0, n=2):
+    """Smooth random motion (sums of sines) at ``rate`` Hz: (q, qd, qdd), each (T, n)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(T)[:, None] / rate
+    w = rng.uniform(0.5, 3.0, (3, n))
+    a = rng.uniform(0.3, 1.0, (3, n))
+    q = sum(a[k] * np.sin(w[k] * t + k) for k in range(3))
+    qd = sum(a[k] * w[k] * np.cos(w[k] * t + k) for k in range(3))
+    qdd = sum(-a[k] * w[k] ** 2 * np.sin(w[k] * t + k) for k in range(3))
+    return q, qd, qdd
+
+
+def _real_torque(model, q, qd, qdd, *, payload=0.0, armature=(0.05, 0.02), viscous=(0.3, 0.1), coulomb=(0.4, 0.2),
+                 width=0.02):
+    """What the 'real' two-link arm needs: its payload, rotor inertia and friction."""
+    real = attach_payload(model, "link2", payload, com=(0.3, 0.05, 0.0)) if payload else model
+    return (np.asarray(_torques(real, q, qd, qdd)) + np.asarray(armature) * qdd + np.asarray(viscous) * qd
+            + np.asarray(coulomb) * np.tanh(qd / width))
+
+
+def test_the_first_prediction_is_the_urdf_and_the_prior_is_proper():
+    learner = RobotLearner(VERTICAL, rate=100.0)
+    state = learner.init(jnp.float64)
+    q, qd, qdd = (x[0] for x in _motion(1))
+    np.testing.assert_allclose(learner.predict(state, q, qd, qdd), rnea(VERTICAL, q, qd, qdd), rtol=1e-12)
+    X, nominal = learner.features(q, qd, qdd, jnp.float64)
+    chex.assert_shape(X, (2, 28))
+    np.testing.assert_allclose(X[:, :20], joint_torque_regressor(VERTICAL, q, qd, qdd))
+    np.testing.assert_allclose(X[:, 20:22], np.diag(qdd))  # armature columns
+    np.testing.assert_allclose(X[:, 24:26], np.diag(np.tanh(qd / 0.02)))  # Coulomb
+    std = Prior().std(VERTICAL)
+    assert std.shape == (28,) and np.all(std > 0)
+    np.testing.assert_allclose(std[0], 0.3 * 1.0)  # 30 % of link1's mass
+    np.testing.assert_allclose(std[5], 0.002)  # its I_xy is 0: the floor
+    with pytest.raises(ValueError, match="finite and > 0"):
+        Prior(relative=0.0, mass_floor=0.0).std(VERTICAL)
+
+
+def test_it_learns_rotor_inertia_friction_and_a_payload_and_predicts_better_than_the_urdf():
+    q, qd, qdd = _motion(3000, seed=1)
+    rng = np.random.default_rng(2)
+    tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.4) + 0.02 * rng.standard_normal(q.shape)
+    learner = RobotLearner(VERTICAL, rate=100.0, detector=None)
+    state, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    late = slice(1000, None)
+    urdf = np.sqrt(np.mean((tau - np.asarray(out.nominal))[late] ** 2))
+    mine = np.sqrt(np.mean(np.asarray(out.error)[late] ** 2))
+    assert mine < 0.05 * urdf and mine < 0.03
+    est = robot_estimate(learner, state)
+    np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.02)
+    np.testing.assert_allclose(est.coulomb, [0.4, 0.2], atol=0.02)
+    np.testing.assert_allclose(est.noise_std, 0.02, rtol=0.3)
+
+
+def test_unexcited_directions_stay_exactly_at_the_prior():
+    """Planar arm, gravity along the joint axes: only a few combinations of the inertial
+    parameters move the torques. In the prior's own coordinates (each parameter over its prior
+    standard deviation), the posterior leaves every direction no sample excites exactly at the
+    prior: mean 0 (the URDF), variance 1. No symbolic reduction to base parameters: the proper
+    prior does it."""
+    q, qd, qdd = _motion(500, seed=3)
+    tau = _real_torque(PLANAR, q, qd, qdd, payload=0.3)
+    learner = RobotLearner(PLANAR, rate=100.0, detector=None)
+    state, _ = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    D = np.asarray(learner.std)
+    X = np.asarray(jax.vmap(lambda a, b, c: learner.features(a, b, c, jnp.float64)[0])(q, qd, qdd)).reshape(-1, 28) * D
+    _, s, Vt = np.linalg.svd(X, full_matrices=True)
+    null = Vt[np.sum(s > 1e-8 * s[0]) :]  # directions no sample excites
+    assert len(null) >= 10
+    w, P = (np.asarray(a) for a in state.rls)
+    np.testing.assert_allclose(null @ (w / D), 0.0, atol=1e-10)
+    np.testing.assert_allclose(null @ (P / np.outer(D, D)) @ null.T, np.eye(len(null)), atol=1e-8)
+    est = robot_estimate(learner, state)
+    assert bool(est.mass_unexcited[0])  # link1's mass: the planar arm cannot tell it
+    assert not bool(est.viscous_unexcited[0])
+
+
+def test_the_report_is_physically_consistent():
+    q, qd, qdd = _motion(800, seed=4)
+    rng = np.random.default_rng(5)
+    tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.8) + 0.5 * rng.standard_normal(q.shape)  # noisy
+    learner = RobotLearner(VERTICAL, Prior(relative=2.0), rate=100.0, detector=None)  # a loose prior
+    state, _ = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    est = robot_estimate(learner, state)
+    for k in range(2):
+        assert inertial.inconsistency(np.asarray(est.parameters[k])) < 1e-10
+        assert float(est.mass[k]) >= 0
+        moments = np.linalg.eigvalsh(np.asarray(est.inertia[k]))
+        assert moments[0] > -1e-10 and moments[2] <= moments[0] + moments[1] + 1e-10
+        if not bool(est.projected[k]):
+            np.testing.assert_allclose(est.parameters[k], est.learned[k])
+
+
+def test_scan_equals_a_loop_of_steps_and_vmap_equals_a_loop():
+    q, qd, qdd = _motion(60, seed=6)
+    tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.2)
+    learner = RobotLearner(VERTICAL, rate=100.0)
+    state0 = learner.init(jnp.float64)
+    scanned, out = learners.replay(learner, state0, Sample(q, qd, qdd, tau))
+    stepper = learners.Stepper(learner, state0)
+    for k in range(len(q)):
+        step_out = stepper.step(q[k], qd[k], qdd[k], tau[k])
+    chex.assert_trees_all_close(stepper.state, scanned, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(step_out.prediction, out.prediction[-1], rtol=1e-9)
+    np.testing.assert_allclose(step_out.extra.mass, out.extra.mass[-1], rtol=1e-9, atol=1e-12)
+    taus = np.stack([_real_torque(VERTICAL, q, qd, qdd, payload=m) for m in (0.0, 0.5)])
+    batched = jax.vmap(lambda tau: learners.replay(learner, state0, Sample(q, qd, qdd, tau))[1].prediction)(jnp.asarray(taus))
+    for b in range(2):
+        np.testing.assert_allclose(batched[b], learners.replay(learner, state0, Sample(q, qd, qdd, taus[b]))[1].prediction, rtol=1e-9)
+
+
+def test_the_residual_is_trusted_only_once_it_explains_the_urdf_error_and_stays_within_effort():
+    q, qd, qdd = _motion(400, seed=7)
+    tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.5)
+    learner = RobotLearner(VERTICAL, rate=100.0, detector=None)
+    _, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    np.testing.assert_allclose(out.prediction[0], out.nominal[0])  # no evidence yet: the URDF's torque
+    errors = np.abs(np.asarray(out.error))
+    assert errors[300:].max() < 0.1 * np.abs(tau - np.asarray(out.nominal))[300:].max()
+    # an effort limit bounds what the controller gets
+    limited = VERTICAL.replace(effort_limit=np.array([1.0, 1.0]))
+    learner = RobotLearner(limited, rate=100.0, detector=None)
+    _, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    assert np.abs(np.asarray(out.prediction)).max() <= 1.0
+
+
+def test_a_payload_picked_up_is_detected_and_measured_from_the_baseline():
+    rate, T, change = 200.0, 4000, 2400
+    q, qd, qdd = _motion(T, rate=rate, seed=8)
+    rng = np.random.default_rng(9)
+    tau = _real_torque(VERTICAL, q, qd, qdd) + 0.03 * rng.standard_normal(q.shape)
+    picked = _real_torque(VERTICAL, q, qd, qdd, payload=1.5) + 0.03 * rng.standard_normal(q.shape)
+    tau[change:] = picked[change:]
+    learner = RobotLearner(VERTICAL, rate=rate, detector=PayloadDetector(min_mass=0.5))
+    state, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    alarms = np.nonzero(np.asarray(out.alarm))[0]
+    assert len(alarms) == 1 and change <= alarms[0] <= change + 3 * rate, alarms
+    assert float(out.extra.mass[-1]) == pytest.approx(1.5, rel=0.05)
+    np.testing.assert_allclose(out.extra.com[-1][:2], [0.3, 0.05], atol=0.03)
+    # the rest of the robot was kept: the friction learned before the change is still there
+    est = robot_estimate(learner, state)
+    np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.03)
+
+
+def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
+    rate, T = 200.0, 6000
+    q, qd, qdd = _motion(T, rate=rate, seed=10)
+    rng = np.random.default_rng(11)
+    white = rng.standard_normal(q.shape)
+    colored = np.zeros_like(white)
+    for k in range(1, T):  # noise low-passed at about 5 Hz: strongly correlated at 200 Hz
+        colored[k] = 0.85 * colored[k - 1] + np.sqrt(1 - 0.85**2) * white[k]
+    # misfit: friction that is not tanh-shaped, and a torque ripple with position
+    tau = (_real_torque(VERTICAL, q, qd, qdd) + 0.2 * colored + 0.15 * np.sign(qd) * np.abs(qd) ** 0.5
+           + 0.1 * np.sin(5 * q))
+    learner = RobotLearner(VERTICAL, rate=rate)
+    _, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    assert not np.any(np.asarray(out.alarm))
+
+
+def test_hyperparameters_are_checked():
+    with pytest.raises(ValueError, match="lam"):
+        RobotLearner(VERTICAL, lam=1.5)
+    with pytest.raises(ValueError, match="rate"):
+        RobotLearner(VERTICAL, rate=0.0)
+    with pytest.raises(ValueError, match="min_mass"):
+        PayloadDetector(min_mass=-1.0)
+    with pytest.raises(ValueError, match="prior"):
+        PayloadDetector(prior=np.ones(3))
+    assert set(JOINT_TERMS) == {"armature", "viscous", "coulomb", "offset"}
+
+
+# ----------------------------------------------------------------------------- locked joints, identified URDFs
+
+
+def test_locking_joints_is_pinocchios_reduced_model(panda_urdf):
+    import pinocchio as pin
+
+    locks = {"panda_finger_joint1": 0.02, "panda_finger_joint2": 0.01, "panda_joint5": 0.7}
+    model = lock_joints(parse_urdf(panda_urdf), locks)
+    full = pin.buildModelFromUrdf(str(panda_urdf))
+    q0 = pin.neutral(full)
+    for name, value in locks.items():
+        q0[full.joints[full.getJointId(name)].idx_q] = value
+    reduced = pin.buildReducedModel(full, [full.getJointId(name) for name in locks], q0)
+    assert model.joint_names == tuple(reduced.names[1:])
+    data = reduced.createData()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        q, qd, qdd = rng.uniform(-1, 1, (3, model.n))
+        np.testing.assert_allclose(rnea(model, q, qd, qdd), pin.rnea(reduced, data, q, qd, qdd), atol=1e-10)
+    with pytest.raises(ValueError, match="not a movable joint"):
+        lock_joints(model, {"panda_hand_joint": 0.0})
+
+
+def test_an_identified_urdf_loads_in_pinocchio_with_its_parameters(panda_urdf):
+    import pinocchio as pin
+
+    locks = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+    model = lock_joints(parse_urdf(panda_urdf), locks)
+    rng = np.random.default_rng(1)
+    inertia = np.stack([inertial.nearest_consistent(p * rng.uniform(0.8, 1.2)) for p in np.asarray(model.inertia)])
+    xml = with_inertials(panda_urdf, model, inertia, locks)
+    again = parse_urdf(xml)
+    assert again.joint_names == model.joint_names
+    np.testing.assert_allclose(again.inertia, inertia, atol=1e-12)
+    pm = pin.buildModelFromXML(xml)
+    data = pm.createData()
+    q, qd, qdd = rng.uniform(-1, 1, (3, model.n))
+    np.testing.assert_allclose(pin.rnea(pm, data, q, qd, qdd), rnea(model.replace(inertia=inertia), q, qd, qdd), atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def panda_urdf():
+    from urdf_factory import example_robot_urdf
+
+    return example_robot_urdf("panda_description/urdf/panda.urdf")
