@@ -88,7 +88,7 @@ class PayloadDetector(eqx.Module):
     window: float | jax.Array = 1.5
     min_mass: float | jax.Array = 0.6
     z: float | jax.Array = 5.0
-    arm_after: float | jax.Array = 5.0
+    arm_after: float | jax.Array = 10.0
     hold: float | jax.Array = 3.0
     prior: jax.Array | np.ndarray = eqx.field(default_factory=payload_std)
 
