@@ -11,7 +11,7 @@ import pytest
 
 from dense_armor import parse_urdf
 from dense_armor.learners import ResidualLearner, Sample, replay
-from dense_armor.logs import LogError, load_log, open_log, write_table
+from dense_armor.logs import LogError, load_log, open_log, write_bag, write_table
 from dense_armor.replay import replay_trajectory
 from dense_armor.robots import minimal_urdf
 
@@ -190,8 +190,13 @@ def test_stream_in_chunks_equals_the_whole_log(tmp_path):
 # ----------------------------------------------------------------------------- ROS bags
 
 
-def write_joint_state_bag(path: Path, t, names, q, qd, effort, storage: str = "mcap", topic="/joint_states", extra=None):
-    """A ROS 2 bag of sensor_msgs/msg/JointState, written with rosbags (as a robot would)."""
+def write_joint_state_bag(path: Path, t, names, q, qd, effort, storage: str = "mcap", extra=False):
+    """A bag written with the library's writer; with ``extra``, another publisher's joints (a
+    gripper) on the same topic, between the arm's messages."""
+    if not extra:
+        write_bag(path, t, names, q, qd, effort, storage=storage)
+        return
+    T = len(t)
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -199,19 +204,16 @@ def write_joint_state_bag(path: Path, t, names, q, qd, effort, storage: str = "m
     JointState = store.types["sensor_msgs/msg/JointState"]
     Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
     plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
+    contiguous = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
     with Writer(path, version=8, storage_plugin=plugin) as writer:
-        connection = writer.add_connection(topic, JointState.__msgtype__, typestore=store)
-        for k in range(len(t)):
+        connection = writer.add_connection("/joint_states", JointState.__msgtype__, typestore=store)
+        for k in range(T):
             sec = int(np.floor(t[k]))
             stamp = Time(sec=sec, nanosec=int(round((t[k] - sec) * 1e9)))
-            contiguous = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
-            msg = JointState(header=Header(stamp=stamp, frame_id=""), name=list(names), position=contiguous(q[k]),
-                             velocity=np.zeros(0) if qd is None else contiguous(qd[k]), effort=contiguous(effort[k]))
-            writer.write(connection, int(t[k] * 1e9), store.serialize_cdr(msg, JointState.__msgtype__))
-            if extra is not None:  # another publisher's joints on the same topic (a gripper)
-                other = JointState(header=Header(stamp=stamp, frame_id=""), name=["finger"], position=np.zeros(1),
-                                   velocity=np.zeros(1), effort=np.zeros(1))
-                writer.write(connection, int(t[k] * 1e9) + 1, store.serialize_cdr(other, JointState.__msgtype__))
+            for names_k, pos, vel, eff in ((list(names), q[k], qd[k], effort[k]), (["finger"], np.zeros(1), np.zeros(1), np.zeros(1))):
+                msg = JointState(header=Header(stamp=stamp, frame_id=""), name=names_k, position=contiguous(pos),
+                                 velocity=contiguous(vel), effort=contiguous(eff))
+                writer.write(connection, int(t[k] * 1e9) + (len(names_k) == 1), store.serialize_cdr(msg, JointState.__msgtype__))
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])

@@ -489,10 +489,14 @@ def load_log(path: str | os.PathLike, joint_names, **options) -> Log:
     return Log(whole["t"], whole["q"], whole["qd"], whole["qdd"], whole["tau"], stream.info)
 
 
-def write_table(path: str | os.PathLike, columns: dict[str, np.ndarray]) -> None:
-    """Write named 1-D columns to ``path``: NPZ if it ends in ``.npz`` (any case), else CSV."""
-    path = Path(path)
-    if path.suffix.lower() == ".npz":
+def write_table(path, columns: dict[str, np.ndarray], suffix: str | None = None) -> None:
+    """Write named 1-D columns to ``path`` (a name, or an open binary file with the ``suffix``
+    it stands for): NPZ if it ends in ``.npz`` (any case), else CSV."""
+    suffix = (suffix or Path(path).suffix).lower()
+    if suffix == ".npz":
+        if hasattr(path, "write"):
+            np.savez(path, **columns)
+            return
         with open(path, "wb") as f:  # np.savez would add ".npz" to another case
             np.savez(f, **columns)
         return
@@ -500,3 +504,36 @@ def write_table(path: str | os.PathLike, columns: dict[str, np.ndarray]) -> None
     data = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
     # stamps in full (epoch seconds need 16 digits for microseconds), the rest to 9 digits
     np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt=["%.17g" if k == "t" else "%.9g" for k in names])
+
+
+def write_bag(path: str | os.PathLike, t, joint_names, q, qd, effort, *, storage: str = "mcap",
+              topic: str = DEFAULT_TOPIC) -> None:
+    """Write a ROS 2 bag (a folder) of ``sensor_msgs/msg/JointState`` messages, as a robot's
+    driver would record them (with ``rosbags``): one message per sample, stamped ``t`` (s).
+
+    Args:
+        path: the bag folder to create (must not exist).
+        t: (T,) stamps, s. q, effort: (T, n); qd: (T, n) or ``None`` (no velocities).
+        joint_names: the n names, in the columns' order.
+        storage: ``"mcap"`` or ``"sqlite3"`` (``.db3``).
+    """
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
+    if storage not in plugins:
+        raise ValueError(f"storage must be 'mcap' or 'sqlite3', got {storage!r}")
+    rows = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
+    q, effort = rows(q), rows(effort)
+    qd = None if qd is None else rows(qd)
+    with Writer(path, version=8, storage_plugin=plugins[storage]) as writer:
+        connection = writer.add_connection(topic, JointState.__msgtype__, typestore=store)
+        for k, stamp in enumerate(np.asarray(t, np.float64)):
+            sec = int(np.floor(stamp))
+            header = Header(stamp=Time(sec=sec, nanosec=min(int(round((stamp - sec) * 1e9)), 999_999_999)), frame_id="")
+            msg = JointState(header=header, name=list(joint_names), position=q[k],
+                             velocity=np.zeros(0) if qd is None else qd[k], effort=effort[k])
+            writer.write(connection, int(round(stamp * 1e9)), store.serialize_cdr(msg, JointState.__msgtype__))

@@ -357,7 +357,8 @@ def block_update(
     XP: ArrayLike | None = None,
 ) -> tuple[RLSState, Innovation]:
     """:func:`update_rows`, also returning the block's :class:`Innovation`; ``XP`` is ``X P``
-    when the caller has it already (the largest product of the update)."""
+    when the caller has it already (the largest product of the update; with ``directional``,
+    the rows must then be linearly independent)."""
     _check_lam(lam)
     w, P = state
     dt = w.dtype
@@ -367,14 +368,19 @@ def block_update(
     m, p = X.shape[-2], X.shape[-1]
     Xt = jnp.swapaxes(X, -1, -2)
 
-    XP = X @ P if XP is None else jnp.asarray(XP, dt)  # (P X')', shape (..., m, p)
+    given = XP is not None
+    XP = jnp.asarray(XP, dt) if given else X @ P  # (P X')', shape (..., m, p)
     G = _sym(XP @ Xt)
     err = y - jnp.einsum("...mi,...i->...m", X, w)
     if directional:
         # forget along the rows only, then a plain (lam = 1) update
-        P = _forget_rows(P, XP, G, lam)
-        XP, lam = X @ P, jnp.ones_like(lam)
-        G = _sym(XP @ Xt)
+        P, lam0 = _forget_rows(P, XP, G, lam), lam
+        if given:  # X P_f = X P + c G G^+ X P = X P / lam for independent rows: no new product with P
+            XP, G = XP / lam0[..., None, None], G / lam0[..., None, None]
+        else:
+            XP = X @ P
+            G = _sym(XP @ Xt)
+        lam = jnp.ones_like(lam0)
     lam2 = lam[..., None, None]
     S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
     batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])

@@ -219,8 +219,12 @@ class RobotLearner(Learner):
         rate: the sampling rate, Hz (the control loop's; the command line takes the log's):
             the time constants below are in seconds.
         coulomb_width: ``v0``, rad/s (m/s): the Coulomb term is ``tanh(qd / v0)``.
-        lam: forgetting factor in (0, 1]; 1 (default) keeps every sample. Below 1 the
-            learner forgets along the excited directions only (no wind-up).
+        lam: forgetting factor in (0, 1] (1 keeps every sample); default from ``memory``. Below
+            1 the learner forgets along the excited directions only (no wind-up).
+        memory: s, the learner's memory when ``lam`` is not given, ``lam = 1 - 1 / (memory
+            rate)`` (``None``: 1): what it learned is forgotten over minutes, so that a change
+            the payload detector does not catch (friction with temperature, wear, a light
+            payload) is followed, slowly, rather than never.
         noise_time: s, the memory of the noise estimate.
         trust_time: s, the memory of the residual's trust.
         detector: a :class:`~dense_armor.payload_change.PayloadDetector` (default), or
@@ -247,14 +251,16 @@ class RobotLearner(Learner):
     forgets: bool = eqx.field(static=True)
 
     def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
-                 lam: float = 1.0, noise_time: float = 10.0, trust_time: float = 0.05,
+                 lam: float | None = None, memory: float | None = 60.0, noise_time: float = 10.0, trust_time: float = 0.05,
                  detector: PayloadDetector | None = PayloadDetector(), link: str | None = None,
                  consistent: bool = False):
-        learners.check_hyperparameters(lam, 1.0)
         for name, value in (("rate", rate), ("coulomb_width", coulomb_width), ("noise_time", noise_time),
-                            ("trust_time", trust_time)):
+                            ("trust_time", trust_time), ("memory", 1.0 if memory is None else memory)):
             if isinstance(value, (int, float)) and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if lam is None:
+            lam = 1.0 if memory is None else 1.0 - 1.0 / (memory * rate)
+        learners.check_hyperparameters(lam, 1.0)
         if link is None:
             link = model.body_names[-1]
         self.model = model

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(demo, 0.01, "trajectory and noise seed", "horizontal",
                      "arm in a horizontal plane (the design document's) or on a wall", "draw the prequential error over time")
     add_learner_options(demo, "default 0.99 for the five-feature learner, the documented classes' for the others")
+    demo.add_argument("--write-urdf", metavar="FILE.urdf", help="write the arm's nominal URDF (for the wall, with its "
+                      "mount, so that replay sees the same gravity)")
+    demo.add_argument("--write-log", metavar="LOG", help="write the run as a robot logs it (t, q, qd, measured tau; no "
+                      "accelerations): .csv, .npz, or a ROS 2 bag .mcap / .db3 (a new folder)")
     demo.set_defaults(func=cmd_demo, default_lam={"five-feature": 0.99})
 
     control = sub.add_parser(

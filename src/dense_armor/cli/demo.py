@@ -4,19 +4,24 @@ embedded two-link arm."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import learners
-from dense_armor.cli.common import PROG, Output, alarm_text, fmt, require_matplotlib, table
+from dense_armor.cli.common import PROG, Output, UserError, alarm_text, fmt, require_matplotlib, table
 from dense_armor.cli.learners import DEMO_LEARNERS, build_learner, learner_name, payload_report
 
 def cmd_demo(args) -> int:
     from dense_armor.demo import drift_scenario, phase_rmse
 
     plot = Output(args.plot, "--plot", suffixes=(".png",))
+    urdf = Output(args.write_urdf, "--write-urdf", suffixes=(".urdf",))
+    log = Output(args.write_log, "--write-log", suffixes=(".csv", ".npz")) if args.write_log and not _is_bag(args.write_log) else None
+    if args.write_log and _is_bag(args.write_log) and Path(args.write_log).exists():
+        raise UserError(f"--write-log {args.write_log}: a bag is a new folder; this one exists")
     plt = require_matplotlib() if plot else None
     started = time.perf_counter()
     sc = drift_scenario(
@@ -58,7 +63,48 @@ def cmd_demo(args) -> int:
         _plot_demo(plt, plot.handle, sc, errors, alarms)
         plot.commit()
         print(f"plot written to {args.plot}")
+    if urdf:
+        urdf.handle.write(demo_urdf(args.plane).encode())
+        urdf.commit()
+        print(f"the arm's URDF written to {args.write_urdf}")
+    if args.write_log:
+        _write_log(args.write_log, log, sc)
+        print(f"the run logged as a robot logs it written to {args.write_log}")
     return 0
+
+
+def _is_bag(path) -> bool:
+    return Path(path).suffix.lower() in (".mcap", ".db3")
+
+
+def demo_urdf(plane: str) -> str:
+    """The demo's nominal URDF; for the wall, with a mount that turns the base so that the
+    standard gravity (-z) acts in the plane of motion (-y of the base)."""
+    from dense_armor.robots import minimal_urdf
+
+    text = minimal_urdf()
+    if plane == "vertical":
+        mount = ('<link name="wall"/><joint name="mount" type="fixed"><parent link="wall"/><child link="base"/>'
+                 '<origin rpy="1.5707963267948966 0 0"/></joint></robot>')
+        text = text.replace("</robot>", mount)
+    return text
+
+
+def _write_log(path, output, sc):
+    """The run as a robot logs it: stamps, positions, velocities and measured torques (no
+    accelerations), a CSV, NPZ or ROS 2 bag (.mcap, .db3) by the name's suffix."""
+    from dense_armor.logs import write_bag, write_table
+
+    names = sc.model.joint_names
+    q, qd, tau = (np.asarray(a) for a in (sc.measured.q, sc.measured.qd, sc.measured.tau))
+    if output is None:
+        write_bag(path, sc.t, names, q, qd, tau, storage="mcap" if Path(path).suffix.lower() == ".mcap" else "sqlite3")
+        return
+    columns = {"t": sc.t}
+    for j, name in enumerate(names):
+        columns[f"q_{name}"], columns[f"qd_{name}"], columns[f"tau_{name}"] = q[:, j], qd[:, j], tau[:, j]
+    write_table(output.handle, columns, Path(path).suffix.lower())
+    output.commit()
 
 
 def learner_has_detector(learner) -> bool:

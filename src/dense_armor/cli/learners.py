@@ -13,7 +13,7 @@ LEARNER_CLASSES = {
     "robot": "RobotResidualDynamicsLearner",
 }
 #: The forgetting factor of each learner when ``--lam`` is not given (the wrappers' defaults).
-DEFAULT_LAM = {"five-feature": 1.0, "drift-aware": 0.99, "payload": 1.0, "drift-aware-payload": 1.0, "robot": 1.0}
+DEFAULT_LAM = {"five-feature": 1.0, "drift-aware": 0.99, "payload": 1.0, "drift-aware-payload": 1.0, "robot": None}
 #: The demo's learners, in the table's order; the demo's plain five-feature learner forgets (0.99).
 DEMO_LEARNERS = ("five-feature", "drift-aware", "payload", "drift-aware-payload")
 TRIGGERS = ("innovation", "hampel", "cusum")
@@ -31,7 +31,8 @@ def learner_name(kind: str, args) -> str:
     if kind.startswith("drift-aware"):
         base = "drift-aware payload" if kind == "drift-aware-payload" else "drift-aware five-feature"
         return f"{base}, {args.trigger}"
-    return f"{kind}, lam {lam(kind, args):g}"
+    factor = lam(kind, args)
+    return f"{kind}, " + ("memory 60 s" if factor is None else f"lam {factor:g}")
 
 
 def _innovation_given(args) -> dict:

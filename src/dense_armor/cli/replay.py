@@ -300,7 +300,8 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
 
 
 def _label(args) -> str:
-    text = f"{args.learner} (lam {lam(args.learner, args):g}"
+    factor = lam(args.learner, args)
+    text = f"{args.learner} (" + ("memory 60 s" if factor is None else f"lam {factor:g}")
     if args.learner == "robot":
         text += f", rate {args.rate:g} Hz" + (", no payload detection" if args.no_payload else f", min mass {args.min_mass:g} kg")
     else:

@@ -479,7 +479,8 @@ class RobotResidualDynamicsLearner(ResidualDynamicsLearner):
             parameter with floors; joint terms scaled by the effort limits).
         rate: the sampling rate, Hz: the learner's time constants are in seconds.
         coulomb_width: the width of the Coulomb term ``tanh(qd / width)``, rad/s.
-        lam: forgetting factor in (0, 1] (1: keep every sample).
+        lam: forgetting factor in (0, 1]; default ``1 - 1 / (60 s rate)``, a memory of a
+            minute (1: keep every sample).
         link: the link carrying payloads; default the link of the last body.
         detect_payload: detect payload changes (default ``True``).
         min_mass: kg, the smallest payload change that raises an alarm.
@@ -497,7 +498,7 @@ class RobotResidualDynamicsLearner(ResidualDynamicsLearner):
         (28,)
     """
 
-    def __init__(self, model, prior=None, rate: float = 1000.0, coulomb_width: float = 0.02, lam: float = 1.0,
+    def __init__(self, model, prior=None, rate: float = 1000.0, coulomb_width: float = 0.02, lam: Optional[float] = None,
                  link: Optional[str] = None, detect_payload: bool = True, min_mass: float = 0.6, window: float = 1.5,
                  consistent: bool = False):
         from dense_armor.payload_change import PayloadDetector
