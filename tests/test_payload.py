@@ -270,7 +270,7 @@ def test_save_and_load_are_bit_exact(seed, tmp_path):
     chex.assert_trees_all_equal(restored.state, learner.state)
     q = train[0][0], train[1][0], train[2][0]
     np.testing.assert_array_equal(restored.predict_torque(*q), learner.predict_torque(*q))
-    with pytest.raises(ValueError, match="expected"):
+    with pytest.raises(ValueError, match="another learner configuration"):
         PayloadResidualDynamicsLearner(nominal, friction=False).load(tmp_path / "payload.npz")
 
 

@@ -16,8 +16,10 @@ when the fitted mass change is both physically large and statistically clear:
    weights counted twice) is that of white errors; real residuals are correlated in time, so it
    is multiplied by their integrated autocorrelation time, ``tau = (1 + rho) / (1 - rho)`` with
    ``rho`` the errors' lag-one autocorrelation, averaged over the joints (the learner keeps it).
-3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, once
-   the learner has seen ``arm_after`` seconds of samples and ``hold`` seconds after an alarm.
+3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, in
+   the window or in one a third as long (an exponential window dilutes a change with what came
+   before it: the short one sees a large change sooner), once the learner has seen
+   ``arm_after`` seconds of samples and ``hold`` seconds after an alarm.
 
 On an alarm the learner goes back to what it had learned before the change and re-learns the
 payload on its own: the detector keeps a few snapshots of the learner's parameters, half a
@@ -39,7 +41,14 @@ import numpy as np
 
 __all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
 
-SNAPSHOTS = 4  # snapshots of the body's parameters, half a window apart
+SNAPSHOTS = 4  # snapshots of the learner's parameters, half a window apart
+WINDOWS = (1.0 / 3.0, 1.0)  # the fits' windows, in units of ``window``
+# each window's ``min_mass`` and ``z`` multiplied by these: the short window is noisier, and
+# is there for large changes
+STRICTER_MASS, STRICTER_Z = (1.5, 1.0), (2.0, 1.0)
+# and the short window tests only once the learner has had this many samples since the start
+# or the last alarm (a learner still converging looks, over a short window, like a change)
+SHORT_AFTER = 3000
 
 
 def payload_std(mass: float = 5.0, radius: float = 0.2) -> np.ndarray:
@@ -52,8 +61,8 @@ class PayloadDetectorState(NamedTuple):
     """State of :class:`PayloadDetector`.
 
     Attributes:
-        A: (10, 10) exponentially weighted ``sum Y_b' Y_b`` (whitened rows).
-        b: (10,) exponentially weighted ``sum Y_b' e``.
+        A: (2, 10, 10) exponentially weighted ``sum Y_b' Y_b`` (whitened rows), per window.
+        b: (2, 10) exponentially weighted ``sum Y_b' e``, per window.
         since: () int32, samples since the start or the last alarm.
         alarmed: () bool, an alarm has been raised (the next test waits ``hold``, not
             ``arm_after``).
@@ -106,7 +115,7 @@ class PayloadDetector(eqx.Module):
         """Nothing seen; ``params`` (p,) the learner's parameters, ``columns`` the body's."""
         params = jnp.asarray(params, dtype)
         return PayloadDetectorState(
-            A=jnp.zeros((10, 10), dtype), b=jnp.zeros(10, dtype), since=jnp.zeros((), jnp.int32),
+            A=jnp.zeros((len(WINDOWS), 10, 10), dtype), b=jnp.zeros((len(WINDOWS), 10), dtype), since=jnp.zeros((), jnp.int32),
             alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, params.shape[-1])),
             reference=params[columns],
         )
@@ -133,16 +142,22 @@ class PayloadDetector(eqx.Module):
         """
         dtype = state.b.dtype
         rate = jnp.asarray(rate, dtype)
-        lam = jnp.exp(-1.0 / (jnp.asarray(self.window, dtype) * rate))
+        # two windows: the long one for small changes, a third as long for quick large ones
+        # (an exponential window dilutes a change with what came before it)
+        lam = jnp.exp(-1.0 / (jnp.asarray(self.window, dtype) * jnp.array(WINDOWS, dtype) * rate))
         prior = jnp.asarray(self.prior, dtype)
-        # the fit over the window of the samples before this one
+        # the fits over the windows of the samples before this one
         cov = jnp.linalg.inv(state.A + jnp.diag(1.0 / prior**2))
-        estimate = cov @ state.b
-        std = jnp.sqrt(jnp.maximum(jnp.diag(cov), 0.0) * jnp.maximum(correlation, 1.0) / (1.0 + lam))
+        estimate = jnp.einsum("wij,wj->wi", cov, state.b)
+        variance = jnp.diagonal(cov, axis1=-2, axis2=-1)
+        std = jnp.sqrt(jnp.maximum(variance, 0.0) * jnp.maximum(correlation, 1.0) / (1.0 + lam)[:, None])
         wait = jnp.where(state.alarmed, jnp.asarray(self.hold, dtype), jnp.asarray(self.arm_after, dtype))
         armed = state.since >= wait * rate
-        mass = jnp.abs(estimate[0])
-        alarm = valid & armed & (mass >= jnp.asarray(self.min_mass, dtype)) & (mass >= jnp.asarray(self.z, dtype) * std[0])
+        mass = jnp.abs(estimate[:, 0])
+        passes = (mass >= jnp.array(STRICTER_MASS, dtype) * jnp.asarray(self.min_mass, dtype)) & (
+            mass >= jnp.array(STRICTER_Z, dtype) * jnp.asarray(self.z, dtype) * std[:, 0])
+        passes = passes & jnp.array([True, False]) & (state.since >= SHORT_AFTER) | passes & jnp.array([False, True])
+        alarm = valid & armed & jnp.any(passes)
         # snapshots of the body's parameters every half window; on an alarm, the baseline
         # is the newest one at least a window old
         every = jnp.maximum(jnp.round(0.5 * jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
@@ -150,11 +165,11 @@ class PayloadDetector(eqx.Module):
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
         baseline = state.snapshots[2]
         reference = jnp.where(alarm, baseline[columns], state.reference)
-        A = jnp.where(valid, lam * state.A + Y.T @ Y, state.A)
-        b = jnp.where(valid, lam * state.b + Y.T @ e, state.b)
+        A = jnp.where(valid, lam[:, None, None] * state.A + Y.T @ Y, state.A)
+        b = jnp.where(valid, lam[:, None] * state.b + Y.T @ e, state.b)
         new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots, reference)
         # after an alarm: an empty window, and snapshots of the restored baseline
         restart = PayloadDetectorState(jnp.zeros_like(A), jnp.zeros_like(b), jnp.zeros((), jnp.int32), jnp.ones((), bool),
                                        jnp.broadcast_to(baseline, snapshots.shape), reference)
         new = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new, restart)
-        return new, alarm, baseline, estimate, std
+        return new, alarm, baseline, estimate[-1], std[-1]

@@ -354,15 +354,16 @@ class RobotLearner(Learner):
         correlation = _correlation(noise)
 
         rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
-        rows, y = Xw, target / scale
         XP = Xw @ state.rls.P  # the update's largest product, computed once
+        rows, y = Xw, target / scale
         if self.detector is not None:
-            columns = self._columns
             # errors whitened by their prior covariance, I + tau X P X' (the parameters'
             # uncertainty counted at the errors' correlation time): a configuration the
             # learner has not yet learned does not look like a payload
             L = jnp.linalg.cholesky(jnp.eye(X.shape[0], dtype=dtype) + correlation * rls._sym(XP @ Xw.T))
-            Yb, eb = (jax.scipy.linalg.solve_triangular(L, a, lower=True) for a in (Xw[:, columns], ew))
+            eb = jax.scipy.linalg.solve_triangular(L, ew, lower=True)
+            columns = self._columns
+            Yb = jax.scipy.linalg.solve_triangular(L, Xw[:, columns], lower=True)
             detector, alarm, baseline, _, _ = self.detector.step(
                 state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid)
             # a payload change: back to the baseline, the payload body with a payload prior of
@@ -377,8 +378,8 @@ class RobotLearner(Learner):
             # into the target)
             settling = alarm | self.detector.settling(state.detector, rate)
             held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
-            y = y - (Xw * held) @ rls_state.w
-            rows = Xw * (1.0 - held)
+            y = y - (rows * held) @ rls_state.w
+            rows = rows * (1.0 - held)
             XP = jax.lax.cond(settling, lambda: rows @ rls_state.P, lambda: XP)
 
         lam = jnp.asarray(self.lam, dtype)
@@ -387,14 +388,21 @@ class RobotLearner(Learner):
         # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
         # update after directional forgetting is one with lam = 1)
         e, G, S = innovation
-        ratio = jnp.minimum(jnp.linalg.solve(S, e) ** 2 + jnp.diag(jnp.linalg.solve(S, G)), NOISE_CLIP)
+        raw = jnp.linalg.solve(S, e) ** 2 + jnp.diag(jnp.linalg.solve(S, G))
+        ratio = jnp.minimum(raw, NOISE_CLIP)
         weight = jnp.minimum(noise.weight + 1.0, jnp.asarray(self.noise_time, dtype) * rate)
         variance = noise.variance * (1.0 + (ratio - 1.0) / weight)
         floor = (1e-3 * jnp.asarray(self.noise0, dtype)) ** 2
         decay = 1.0 - 1.0 / weight
+        # the errors' correlation, once the learner has settled, from the samples that look
+        # like noise: a change it has not followed is correlated by nature, and must not blind
+        # the payload test (before, every sample counts: the learner's own transient is no change)
+        settled = 0.0 if self.detector is None else jnp.asarray(self.detector.arm_after, dtype) * rate
+        noisy = (raw < NOISE_CLIP) | (state.count < settled)
         noise = NoiseState(
             variance=jnp.maximum(variance, floor), weight=weight,
-            lag=decay * noise.lag + ew * noise.last, power=decay * noise.power + ew**2, last=ew,
+            lag=jnp.where(noisy, decay * noise.lag + ew * noise.last, noise.lag),
+            power=jnp.where(noisy, decay * noise.power + ew**2, noise.power), last=ew,
         )
 
         if self.detector is not None:
