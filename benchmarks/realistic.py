@@ -229,13 +229,19 @@ def run(seeds, robots=ROBOTS, rates=RATES, scenarios=SCENARIOS, causal_seeds=(0,
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first", type=int, default=0, help="the first seed (to split a run across processes)")
+    parser.add_argument("--from-results", nargs="*", help="only summarise these JSON-lines files of runs")
     parser.add_argument("--robots", nargs="*", default=list(ROBOTS))
     parser.add_argument("--rates", nargs="*", type=float, default=list(RATES))
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS))
     parser.add_argument("--no-docs", action="store_true")
     parser.add_argument("--results", default=None, help="also write every run as JSON lines here")
     args = parser.parse_args()
-    results = run(range(args.seeds), args.robots, args.rates, args.scenarios)
+    if args.from_results:
+        results = [json.loads(line) for path in args.from_results for line in Path(path).read_text().splitlines()
+                   if line.startswith("{")]
+    else:
+        results = run(range(args.first, args.first + args.seeds), args.robots, args.rates, args.scenarios)
     if args.results:
         Path(args.results).write_text("\n".join(json.dumps(r) for r in results) + "\n")
     text = summarize(results)

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SEED = ROOT.parent / "shared" / "seed" / "online-dynamics.txt"
 BLOCK = re.compile(r"```python\n(.*?)```\n(?:\s*```text\n(.*?)```)?", re.S)
+BASH = re.compile(r"```bash\n(.*?)```\n(?:\s*```text\n(.*?)```)?", re.S)
 
 
 def _examples():
@@ -61,3 +62,23 @@ def test_ci_runs_the_readme_commands():
     commands = re.search(r"## Set-up: two commands\n\n```bash\n(.*?)```", readme, re.S).group(1).strip().splitlines()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert len(commands) == 2 and all(command in ci for command in commands)
+
+
+@pytest.mark.slow
+def test_the_cli_page_examples_run_and_print_what_it_says(tmp_path):
+    """The bash blocks of docs/cli.md between its "run: begin" and "run: end" marks, in order,
+    in one folder, with the installed command; ``...`` in the printed text stands for anything."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    part = text[text.index("<!-- run: begin") : text.index("<!-- run: end")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    checker = doctest.OutputChecker()
+    blocks = list(BASH.finditer(part))
+    assert len(blocks) >= 8
+    for match in blocks:
+        done = subprocess.run(["bash", "-e", "-c", match.group(1)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=600)
+        assert done.returncode == 0, (match.group(1), done.stderr[-3000:])
+        if match.group(2) is not None:
+            want, got = match.group(2).rstrip() + "\n", done.stdout.rstrip() + "\n"
+            assert checker.check_output(want, got, doctest.ELLIPSIS), f"{match.group(1)}\n--- printed:\n{got}"

@@ -126,6 +126,10 @@ class Hampel(eqx.Module):
     def __check_init__(self):
         if not isinstance(self.radius, int) or self.radius < 1:
             raise ValueError(f"Hampel radius must be an int >= 1, got {self.radius!r}")
+        for name in ("n_sigmas", "min_sigma"):
+            value = getattr(self, name)
+            if not isinstance(value, jax.core.Tracer) and not bool(np.all(np.asarray(value) >= 0)):
+                raise ValueError(f"Hampel {name} must be >= 0, got {value!r}")
 
     def init(self, n: int, dtype: jnp.dtype | None = None) -> HampelState:
         """Empty state for ``n`` joints.

@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -139,19 +140,35 @@ class LearnerState(NamedTuple):
     detector: Any
 
 
+def _concrete(value):
+    """A hyperparameter as a NumPy array, or ``None`` when it is traced (not checked)."""
+    if isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a real number, got {value!r}") from None
+
+
 def check_hyperparameters(lam, delta, fast_lam=1.0):
-    """Raise ValueError for ``lam`` or ``fast_lam`` outside (0, 1] or ``delta <= 0``."""
+    """Raise ValueError for ``lam`` or ``fast_lam`` outside (0, 1], or ``delta`` not a finite
+    number above 0 (Python numbers, NumPy and concrete JAX arrays; traced values pass)."""
     for name, value in (("lam", lam), ("fast_lam", fast_lam)):
-        if isinstance(value, (int, float)) and not 0.0 < value <= 1.0:
+        a = _concrete(value)
+        if a is not None and not np.all((a > 0.0) & (a <= 1.0)):
             raise ValueError(f"{name} must be in (0, 1], got {value}")
-    if isinstance(delta, (int, float)) and not delta > 0:
-        raise ValueError(f"delta must be > 0, got {delta}")
+    a = _concrete(delta)
+    if a is not None and not np.all(np.isfinite(a) & (a > 0) & (a < 1e300)):
+        raise ValueError(f"delta must be a finite number > 0 (and below 1e300), got {delta}")
 
 
-def check_response(reopen, forgetting="directional"):
-    """Raise ValueError for ``reopen < 0`` or an unknown ``forgetting``."""
-    if isinstance(reopen, (int, float)) and not reopen >= 0:
-        raise ValueError(f"reopen must be >= 0, got {reopen}")
+def check_response(reopen, forgetting="directional", warmup_steps=0, detector_warmup=0):
+    """Raise ValueError for ``reopen``, ``warmup_steps`` or ``detector_warmup`` below 0, or an
+    unknown ``forgetting``."""
+    for name, value in (("reopen", reopen), ("warmup_steps", warmup_steps), ("detector_warmup", detector_warmup)):
+        a = _concrete(value)
+        if a is not None and not np.all(np.isfinite(a) & (a >= 0)):
+            raise ValueError(f"{name} must be >= 0, got {value}")
     if forgetting not in FORGETTING:
         raise ValueError(f"forgetting must be one of {FORGETTING}, got {forgetting!r}")
 
@@ -259,7 +276,7 @@ class ResidualLearner(Learner):
 
     def __check_init__(self):
         check_hyperparameters(self.lam, self.delta, self.fast_lam)
-        check_response(self.reopen, self.forgetting)
+        check_response(self.reopen, self.forgetting, self.warmup_steps, self.detector_warmup)
 
     def init(self, dtype=None) -> LearnerState:
         """The initial state: ``w = 0``, ``P = delta I`` for every joint."""
@@ -426,12 +443,14 @@ class Stepper:
         zeros = jnp.zeros(n, dtype)
         extra = jax.eval_shape(learner.step, state, Sample(zeros, zeros, zeros, zeros))[1].extra
         self._extra = (jax.tree.structure(extra), [leaf.shape for leaf in jax.tree.leaves(extra)])
+        self._lock = threading.Lock()  # the host buffers are shared: one step at a time
         self.state = state
 
     @property
     def state(self):
         """A copy of the current state pytree (NumPy leaves)."""
-        return self._layout.unpack([np.array(b) for b in self._buffers])
+        with self._lock:
+            return self._layout.unpack([np.array(b) for b in self._buffers])
 
     @state.setter
     def state(self, state):
@@ -439,10 +458,16 @@ class Stepper:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
         buffers = [np.array(b) for b in self._layout.pack(state)]
         buffers[self._home] = np.concatenate([buffers[self._home], np.zeros(4 * self._n, self._dtype)])
-        self._buffers = buffers
+        with self._lock:
+            self._buffers = buffers
 
     def step(self, q, qd, qdd, tau) -> StepOutput:
-        """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy."""
+        """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy.
+        Safe from several threads (steps take turns)."""
+        with self._lock:
+            return self._step_locked(q, qd, qdd, tau)
+
+    def _step_locked(self, q, qd, qdd, tau) -> StepOutput:
         s, a, b, c = self._cuts
         n = self._n
         buffers = self._buffers

@@ -134,8 +134,10 @@ class Model:
 
     def frame_index(self, frame: str | int) -> int:
         """Index into ``frame_names`` of a link name (an int is returned as is)."""
-        if isinstance(frame, int):
-            return frame
+        if isinstance(frame, (int, np.integer)) and not isinstance(frame, bool):
+            if not 0 <= frame < len(self.frame_names):
+                raise ValueError(f"frame index {frame} is out of range: the robot has {len(self.frame_names)} frames")
+            return int(frame)
         try:
             return self.frame_names.index(frame)
         except ValueError:

@@ -318,7 +318,7 @@ class PayloadLearner(Learner):
         joseph: bool = False,
     ):
         check_hyperparameters(lam, delta, fast_lam)
-        check_response(reopen, forgetting)
+        check_response(reopen, forgetting, warmup_steps, detector_warmup)
         if link is None:
             link = model.body_names[-1]
         self.model = model

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -85,7 +86,8 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
         links[name] = ctx.link_inertia(el, name)
     joints = [ctx.joint(el, links) for el in root.findall("joint")]
     names = [j.name for j in joints]
-    for name in {n for n in names if names.count(n) > 1}:
+    seen: set = set()
+    for name in (n for n in names if n in seen or seen.add(n)):  # linear in the joints
         raise URDFError(f"{where}: joint {name!r} is defined twice")
     if not links:
         raise URDFError(f"{where}: the robot has no <link>")
@@ -98,7 +100,14 @@ def _read(source) -> tuple[str, str]:
     path = Path(source)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such URDF file")
-    return path.read_text(encoding="utf-8"), str(path)
+    raw = path.read_bytes()
+    # the XML declaration's encoding, else UTF-8
+    declared = re.match(rb"^\s*<\?xml[^>]*encoding=[\"']([A-Za-z0-9._-]+)[\"']", raw)
+    encoding = declared.group(1).decode() if declared else "utf-8"
+    try:
+        return raw.decode(encoding).lstrip("\ufeff"), str(path)
+    except (UnicodeDecodeError, LookupError) as err:
+        raise URDFError(f"{path}: not a {encoding} text file ({err})") from None
 
 
 class _Context:
@@ -196,6 +205,10 @@ class _Context:
         norm = float(np.linalg.norm(axis))
         if kind != "fixed" and norm < 1e-12:
             self.fail(what, "the axis is zero")
+        mimic = el.find("mimic")
+        if mimic is not None and kind != "fixed":
+            warnings.warn(f"{self.where}: {what} mimics {mimic.get('joint')!r}: kept as an independent coordinate "
+                          "(as Pinocchio does by default)", URDFWarning, stacklevel=4)
         limit = el.find("limit")
         bounds = {"lower": -math.inf, "upper": math.inf, "effort": math.inf, "velocity": math.inf}
         if limit is not None and kind != "continuous":

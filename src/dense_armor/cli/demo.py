@@ -14,9 +14,21 @@ from dense_armor import learners
 from dense_armor.cli.common import PROG, Output, UserError, alarm_text, fmt, require_matplotlib, table
 from dense_armor.cli.learners import DEMO_LEARNERS, build_learner, learner_name, payload_report
 
+MAX_SAMPLES = 10_000_000  # a simulated run held in memory: about 1 GB
+
+
+def _check_size(samples: float, what: str, least: int) -> None:
+    if samples < least:
+        raise UserError(f"{what}: {samples:g} samples is too few (at least {least})")
+    if samples > MAX_SAMPLES:
+        raise UserError(f"{what}: {samples:g} samples is too many to simulate (at most {MAX_SAMPLES:g}); "
+                        "use a shorter run or a lower rate")
+
+
 def cmd_demo(args) -> int:
     from dense_armor.demo import drift_scenario, phase_rmse
 
+    _check_size(args.duration * args.rate, "--duration x --rate", 30)
     plot = Output(args.plot, "--plot", suffixes=(".png",))
     urdf = Output(args.write_urdf, "--write-urdf", suffixes=(".urdf",))
     log = Output(args.write_log, "--write-log", suffixes=(".csv", ".npz")) if args.write_log and not _is_bag(args.write_log) else None
@@ -153,6 +165,7 @@ def cmd_control(args) -> int:
     from dense_armor.control import simulate
     from dense_armor.demo import tip_positions, tracking_scenario
 
+    _check_size(args.laps * 8 * args.rate, "--laps x --rate", 10)  # a lap: 4 moves and 4 holds of 1 s
     plot = Output(args.plot, "--plot", suffixes=(".png",))
     plt = require_matplotlib() if plot else None
     started = time.perf_counter()

@@ -2,7 +2,8 @@
 
 Each wrapper converts its inputs to float64 NumPy, enters JAX's scoped 64-bit mode
 (``jax.enable_x64``; the global configuration is untouched), calls a module-level jitted
-function and keeps the new state. The state stays a public pytree (``.state``), to save,
+function and keeps the new state. A learner may be called from several threads: each call
+holds the learner's lock, so calls take turns and none is lost. The state stays a public pytree (``.state``), to save,
 vmap, or hand to :mod:`dense_armor.learners`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
@@ -88,16 +90,27 @@ class RecursiveLeastSquares(Regressor):
         self.state: Optional[rls.RLSState] = None
         self.rejected = 0
 
-    def _vector(self, x: Mapping[str, float]) -> np.ndarray:
-        if self._keys is None:
-            self._keys = sorted(x)
-        unknown = set(x) - set(self._keys)
+    def _vector(self, x: Mapping[str, float]) -> tuple[np.ndarray, list]:
+        """The features as a vector, and the keys (checked before anything changes)."""
+        if not isinstance(x, Mapping) or not x:
+            raise ValueError(f"x: expected a non-empty dict of features, got {x!r}")
+        keys = sorted(x) if self._keys is None else self._keys
+        unknown = set(x) - set(keys)
         if unknown:
-            raise ValueError(f"x: unknown features {sorted(unknown)}; the features are {self._keys}")
-        return np.array([x.get(k, 0.0) for k in self._keys], dtype=np.float64)
+            raise ValueError(f"x: unknown features {sorted(unknown)}; the features are {keys}")
+        try:
+            vec = np.array([x.get(k, 0.0) for k in keys], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"x: every feature must be a real number, got {x!r}") from None
+        if vec.shape != (len(keys),):
+            raise ValueError(f"x: every feature must be a real number, got {x!r}")
+        return vec, keys
 
     def learn_one(self, x: Mapping[str, float], y: float) -> "RecursiveLeastSquares":
-        vec = self._vector(x)
+        vec, keys = self._vector(x)
+        if np.ndim(y) != 0 or not np.isrealobj(y):
+            raise ValueError(f"y: expected one real number, got {y!r}")
+        self._keys = keys
         with jax.enable_x64(True):
             if self.state is None:
                 self.state = rls.init(len(self._keys), self.delta, dtype=jnp.float64)
@@ -109,7 +122,7 @@ class RecursiveLeastSquares(Regressor):
         if self.state is None:
             return 0.0
         with jax.enable_x64(True):
-            return float(_rls_predict(self.state, self._vector(x)))
+            return float(_rls_predict(self.state, self._vector(x)[0]))
 
     @property
     def _w(self) -> Optional[np.ndarray]:
@@ -161,6 +174,7 @@ class ResidualDynamicsLearner:
         self.delta = delta
 
     def _init(self, model, learner: ResidualLearner):
+        self._lock = threading.RLock()  # one call at a time: the state is read, stepped, written
         self.model = model
         self.n = learner.model.n
         with jax.enable_x64(True):
@@ -184,18 +198,18 @@ class ResidualDynamicsLearner:
 
     def learn_one(self, q, qd, qdd, tau) -> "ResidualDynamicsLearner":
         """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``."""
-        with jax.enable_x64(True):
+        with self._lock, jax.enable_x64(True):
             self.last = self._stepper.step(q, qd, qdd, tau)  # checks and casts the arrays itself
         return self
 
     def predict_torque(self, q, qd, qdd) -> np.ndarray:
         """Predicted torque (n,): the URDF's plus the learned residual."""
-        with jax.enable_x64(True):
+        with self._lock, jax.enable_x64(True):
             return np.asarray(learners.predict(self.learner, self.state, *self._state_arrays(q, qd, qdd)))
 
     def learn_many(self, q, qd, qdd, tau) -> StepOutput:
         """Learn a trajectory (each (T, n)) with one ``lax.scan``; returns the per-sample outputs."""
-        with jax.enable_x64(True):
+        with self._lock, jax.enable_x64(True):
             trajectory = Sample(*(np.asarray(a, np.float64) for a in (q, qd, qdd, tau)))
             for name, a in zip(Sample._fields, trajectory):
                 if a.ndim != 2 or a.shape[1] != self.n:
@@ -211,12 +225,13 @@ class ResidualDynamicsLearner:
     def save(self, path: str | os.PathLike) -> None:
         """Save the learner state to the file ``path`` (NPZ; bit-exact), with what it belongs
         to (the kind of learner, the robot, the options, the library's version)."""
-        learners.save_state(path, self.state, self.learner)
+        with self._lock:
+            learners.save_state(path, self.state, self.learner)
 
     def load(self, path: str | os.PathLike) -> "ResidualDynamicsLearner":
         """Restore a state saved by :meth:`save` of a learner like this one (same kind, robot
         and options; refused with a ``ValueError`` otherwise); returns ``self``."""
-        with jax.enable_x64(True):
+        with self._lock, jax.enable_x64(True):
             self.state = learners.load_state(path, self.state, self.learner)
         return self
 

@@ -1,0 +1,147 @@
+"""Careless and hostile use of the API: clear errors, nothing lost, nothing hidden."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dense_armor import parse_urdf
+from dense_armor.dynamics import frame_jacobian
+from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+from dense_armor.robots import minimal_urdf
+from dense_armor.urdf import URDFError, URDFWarning
+from dense_armor.utility.learn.online_dynamics import (
+    PayloadResidualDynamicsLearner,
+    RecursiveLeastSquares,
+    ResidualDynamicsLearner,
+    RobotResidualDynamicsLearner,
+    write_minimal_urdf,
+)
+
+NOMINAL = RigidBodyModel(write_minimal_urdf())
+
+
+def _samples(k, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (k, 4, 2))
+
+
+@pytest.mark.parametrize("make", [lambda: ResidualDynamicsLearner(NOMINAL), lambda: PayloadResidualDynamicsLearner(NOMINAL)])
+def test_two_threads_lose_no_update(make):
+    learner, serial = make(), make()
+    data = _samples(400)
+    threads = [threading.Thread(target=lambda part: [learner.learn_one(*s) for s in part], args=(data[k::2],)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int(learner.state.count) == 400
+    for s in np.concatenate([data[0::2], data[1::2]]):  # the order does not matter at lam = 1 up to rounding
+        serial.learn_one(*s)
+    np.testing.assert_allclose(learner.weights, serial.weights, rtol=1e-6, atol=1e-8)
+
+
+def test_rls_validates_before_it_changes_anything():
+    rls = RecursiveLeastSquares()
+    with pytest.raises(ValueError, match="y: expected one real number"):
+        rls.learn_one({"a": 1.0, "b": 0.0}, np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="non-empty dict"):
+        rls.learn_one({}, 1.0)
+    assert rls.state is None and rls._keys is None  # nothing was learned or fixed
+    rls.learn_one({"a": 1.0, "b": 2.0}, 5.0)
+    assert round(rls.predict_one({"a": 1.0, "b": 2.0}), 4) == 5.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"delta": float("inf")}, "delta"), ({"delta": 1e308}, "delta"), ({"lam": np.array(1.5)}, "lam"),
+    ({"lam": np.float32(0.0)}, "lam"),
+])
+def test_hyperparameters_are_checked_whatever_their_type(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ResidualDynamicsLearner(NOMINAL, **kwargs)
+
+
+def test_state_files_know_what_they_belong_to(tmp_path):
+    learner = RobotResidualDynamicsLearner(NOMINAL, rate=100.0)
+    for s in _samples(20):
+        learner.learn_one(*s)
+    learner.save(tmp_path / "x")  # one name in, the same name out
+    assert (tmp_path / "x").is_file() and not (tmp_path / "x.npz").exists()
+    RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "x")
+    with pytest.raises(ValueError, match="another robot"):
+        RobotResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf(payload_mass=0.1)), rate=100.0).load(tmp_path / "x")
+    with pytest.raises(ValueError, match="another learner configuration"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=200.0).load(tmp_path / "x")
+    with pytest.raises(ValueError, match="another learner"):
+        PayloadResidualDynamicsLearner(NOMINAL).load(tmp_path / "x")
+    PayloadResidualDynamicsLearner(NOMINAL).save(tmp_path / "p")  # a payload on link2 ...
+    with pytest.raises(ValueError, match="another learner configuration"):
+        PayloadResidualDynamicsLearner(NOMINAL, link="link1").load(tmp_path / "p")  # ... is not one on link1
+    data = dict(np.load(tmp_path / "x"))
+    data["leaf_0"] = data["leaf_0"].copy()
+    data["leaf_0"][0] = np.nan
+    with open(tmp_path / "nan.npz", "wb") as f:
+        np.savez(f, **data)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "nan.npz")
+    for damaged in (b"", (tmp_path / "x").read_bytes()[:200]):
+        (tmp_path / "bad").write_bytes(damaged)
+        with pytest.raises(ValueError, match="bad: not a learner state file"):
+            RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "bad")
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, 4000), flip=st.integers(0, 4000), value=st.integers(0, 255))
+def test_a_corrupted_state_file_is_refused_or_loads_intact(tmp_path_factory, cut, flip, value):
+    folder = tmp_path_factory.mktemp("state")
+    learner = ResidualDynamicsLearner(NOMINAL)
+    for s in _samples(5):
+        learner.learn_one(*s)
+    learner.save(folder / "s.npz")
+    raw = bytearray((folder / "s.npz").read_bytes())
+    raw = raw[: max(1, len(raw) - cut % len(raw))]
+    raw[flip % len(raw)] = value
+    (folder / "d.npz").write_bytes(bytes(raw))
+    other = ResidualDynamicsLearner(NOMINAL)
+    before = other.state
+    try:
+        other.load(folder / "d.npz")
+    except ValueError as err:
+        assert "d.npz" in str(err)
+        np.testing.assert_array_equal(other.state.rls.w, before.rls.w)  # nothing changed
+    else:
+        assert np.all(np.isfinite(other.state.rls.P))
+
+
+def test_frame_index_and_mimic_joints():
+    model = parse_urdf(minimal_urdf())
+    with pytest.raises(ValueError, match="out of range"):
+        frame_jacobian(model, np.zeros(2), -1)
+    text = minimal_urdf().replace('<axis xyz="0 0 1"/>\n    <limit lower="-3.14" upper="3.14" velocity="10.0"/>\n  </joint>\n</robot>',
+                                  '<axis xyz="0 0 1"/>\n    <limit lower="-3.14" upper="3.14" velocity="10.0"/>\n'
+                                  '    <mimic joint="joint1"/>\n  </joint>\n</robot>')
+    with pytest.warns(URDFWarning, match="'joint2' mimics 'joint1'"):
+        assert parse_urdf(text).n == 2
+
+
+def test_a_urdf_in_its_declared_encoding(tmp_path):
+    text = '<?xml version="1.0" encoding="ISO-8859-1"?>\n' + minimal_urdf().replace("two_link", "bras_\u00e9l\u00e9gant")
+    (tmp_path / "latin.urdf").write_bytes(text.encode("latin-1"))
+    assert parse_urdf(tmp_path / "latin.urdf").name == "bras_\u00e9l\u00e9gant"
+    (tmp_path / "bad.urdf").write_bytes(b'<robot name="\xe9"/>')
+    with pytest.raises(URDFError, match="bad.urdf: not a utf-8 text file"):
+        parse_urdf(tmp_path / "bad.urdf")
+
+
+def test_many_fixed_links_parse_in_linear_time():
+    links = "".join(f'<link name="l{k}"/><joint name="f{k}" type="fixed"><parent link="link2"/><child link="l{k}"/></joint>'
+                    for k in range(20000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = parse_urdf(minimal_urdf().replace("</robot>", links + "</robot>"))
+    assert len(model.frame_names) == 20003
