@@ -371,7 +371,27 @@ class CUSUMDriftDetector(_DriftDetector):
         super().__init__(CUSUM(radius=radius, ref_mult=ref_mult, k=k, h=h, two_sided=two_sided, reference=reference))
 
 
-class PayloadResidualDynamicsLearner(ResidualDynamicsLearner):
+class _SharedParameters(ResidualDynamicsLearner):
+    """What the learners of one shared parameter vector add to the class API."""
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(p,) learned parameters, named by :attr:`parameter_names`."""
+        return np.asarray(self.state.rls.w)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Names of the weights."""
+        return self.learner.parameter_names
+
+    @property
+    def drift_detected(self) -> bool:
+        """Whether the last learned sample raised an alarm (drift, or a payload change)."""
+        last = getattr(self, "last", None)
+        return bool(last.alarm) if last is not None else False
+
+
+class PayloadResidualDynamicsLearner(_SharedParameters):
     """Online payload and friction learner: what the URDF misses, in physical terms.
 
     Features: the joint-torque regressor columns of the body carrying ``link`` (the payload's
@@ -446,22 +466,6 @@ class PayloadResidualDynamicsLearner(ResidualDynamicsLearner):
         self.lam, self.delta, self.fast_lam, self.warmup_steps = lam, delta, fast_lam, warmup_steps
         self.trigger, self.reopen, self.detector_warmup = trigger, reopen, detector_warmup
 
-    @property
-    def weights(self) -> np.ndarray:
-        """(p,) learned parameters, named by :attr:`parameter_names`."""
-        return np.asarray(self.state.rls.w)
-
-    @property
-    def parameter_names(self) -> tuple[str, ...]:
-        """Names of the weights: 10 payload parameters, then friction terms per joint."""
-        return self.learner.parameter_names
-
-    @property
-    def drift_detected(self) -> bool:
-        """Whether the last learned sample raised a drift alarm."""
-        last = getattr(self, "last", None)
-        return bool(last.alarm) if last is not None else False
-
     def estimate(self, threshold: float = 1.0) -> payload.PayloadEstimate:
         """The physical report (NumPy): mass, centre of mass, inertia about it, friction, each
         with a standard deviation and an ``*_unexcited`` flag; see
@@ -476,7 +480,7 @@ class PayloadResidualDynamicsLearner(ResidualDynamicsLearner):
         return self.estimate(threshold).summary(self.link)
 
 
-class RobotResidualDynamicsLearner(ResidualDynamicsLearner):
+class RobotResidualDynamicsLearner(_SharedParameters):
     """The whole robot learned online with its URDF as the prior: the learner for real robots.
 
     Every body's inertial parameters and every joint's armature, viscous and Coulomb friction
@@ -527,22 +531,6 @@ class RobotResidualDynamicsLearner(ResidualDynamicsLearner):
         self.prior, self.rate, self.coulomb_width, self.lam = prior, rate, coulomb_width, lam
         self.link, self.detect_payload, self.min_mass, self.window = learner.link, detect_payload, min_mass, window
         self.consistent = consistent
-
-    @property
-    def weights(self) -> np.ndarray:
-        """(14 n,) the learned deviation from the URDF, named by :attr:`parameter_names`."""
-        return np.asarray(self.state.rls.w)
-
-    @property
-    def parameter_names(self) -> tuple[str, ...]:
-        """Names of the weights: each body's 10 parameters, then each joint term per joint."""
-        return self.learner.parameter_names
-
-    @property
-    def drift_detected(self) -> bool:
-        """Whether the last learned sample raised a payload alarm."""
-        last = getattr(self, "last", None)
-        return bool(last.alarm) if last is not None else False
 
     def estimate(self, threshold: float = 1.0) -> robot_learner.RobotEstimate:
         """The learned robot in physical terms (NumPy); see
