@@ -54,10 +54,10 @@ DURATION = 60.0
 DETECT = 3.0  # s
 
 
-def case(robot: str, rate: float, scenario: str, seed: int, causal: bool = False):
+def case(robot: str, rate: float, scenario: str, seed: int, causal: bool = False, duration: float = DURATION):
     """Simulate, replay through the command line, fit the batch reference; the run's figures."""
     motion = "sines" if seed % 2 == 0 else "moves"
-    sim = mr.simulate(robot, seed, rate, DURATION, scenario, motion=motion, velocities=seed % 2 == 0)
+    sim = mr.simulate(robot, seed, rate, duration, scenario, motion=motion, velocities=seed % 2 == 0)
     spec = mr.ROBOTS[robot]
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
@@ -168,6 +168,28 @@ def summarize(results: list[dict]) -> str:
               "mass error % (mean / max)", "URDF RMSE", "learner RMSE", "batch LS RMSE", "learner / batch (mean / max)",
               "harmful windows"]
     text = table(header, rows)
+    runs = [r for r in results if not r["causal"]]
+    changes = [r for r in runs if r["scenario"] != "steady"]
+    errors = [r["mass_error"] for r in runs if r["mass_error"] is not None]
+    delays = [r["delay"] for r in runs if r["delay"] is not None]
+    ratio = [r["rmse_learner"] / r["rmse_batch"] for r in runs]
+    seeds = sorted({r["seed"] for r in runs})
+    text += (
+        f"\n\nTargets, over {len(runs)} runs (seeds {seeds[0]}-{seeds[-1]}; a late detection counts as a miss and a "
+        f"false alarm):\n\n"
+        f"- no false alarm: {sum(r['false_alarms'] == 0 for r in runs)} of {len(runs)} runs "
+        f"({sum(r['false_alarms'] for r in runs if r['scenario'] == 'steady')} in the {sum(r['scenario'] == 'steady' for r in runs)} "
+        f"runs without a change);\n"
+        f"- a change detected within {DETECT:g} s: {sum(not r['missed'] for r in changes)} of {len(changes)} "
+        f"(delay median {np.median(delays):.2f} s, 90th percentile {np.percentile(delays, 90):.2f} s);\n"
+        f"- mass change within 5 %: {sum(e <= 0.05 for e in errors)} of {len(errors)} detected "
+        f"(median {100 * np.median(errors):.1f} %, 90th percentile {100 * np.percentile(errors, 90):.1f} %, "
+        f"largest {100 * max(errors):.1f} %);\n"
+        f"- prequential RMSE after 5 s within 1.3x the batch fit: {sum(x <= 1.3 for x in ratio)} of {len(runs)} "
+        f"(largest {max(ratio):.2f}x);\n"
+        f"- no harmful one-second window: {sum(r['harmful'] == 0 for r in runs)} of {len(runs)} runs "
+        f"({sum(r['harmful'] for r in runs)} harmful windows of {sum(int(r['samples'] / r['rate']) for r in runs)})."
+    )
     causal = [r for r in results if r["causal"]]
     if causal:
         rows = []

@@ -76,7 +76,8 @@ ROBOTS = {
     "double_pendulum_continuous": "double_pendulum_description/urdf/double_pendulum_continuous.urdf",
 }
 N_RANDOM = 20
-CASES = [*ROBOTS, "panda_locked", *(f"random_{s}" for s in range(N_RANDOM)),
+CASES = [*ROBOTS, "panda_locked", *(f"random_{s}" for s in range(3)),
+         *(pytest.param(f"random_{s}", marks=pytest.mark.slow) for s in range(3, N_RANDOM)),
          "random_reversed_0", "random_reversed_1", "random_reversed_2"]
 # float32 on the real robots and a few random trees keeps the compile count down
 CASES32 = ["panda", "ur5", "double_pendulum_continuous", "random_1"]
@@ -269,6 +270,7 @@ def test_float64_matches_pinocchio(name):
 # --- dynamics, float32 ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES32)
 def test_float32_matches_pinocchio(name):
     c = case(name)
@@ -304,14 +306,8 @@ def test_reversed_sibling_names_differ_from_pinocchio_order():
 
 
 def _erd_cases():
-    out = []
-    for key, path in sorted(example_robot_urdfs().items()):
-        try:
-            PinOracle(path)
-        except Exception:  # noqa: BLE001 - urdfdom refuses it (e.g. ur3.urdf has no robot name)
-            continue
-        out.append(key)
-    return out
+    """Every example-robot-data URDF (the oracle is built in the test, not at collection)."""
+    return sorted(example_robot_urdfs())
 
 
 def _non_psd_inertia_links(xml: str) -> list[str]:
@@ -330,11 +326,15 @@ def _non_psd_inertia_links(xml: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", _erd_cases())
 def test_example_robot_data_parses_like_pinocchio(key):
     path = example_robot_urdfs()[key]
     xml = path.read_text()
-    oracle = PinOracle(path)
+    try:
+        oracle = PinOracle(path)
+    except Exception:  # noqa: BLE001 - urdfdom refuses it (e.g. ur3.urdf has no robot name)
+        pytest.skip(f"Pinocchio (urdfdom) refuses {key}")
     if oracle.n == 0:
         # no movable joint: a model with n == 0 or a clear ValueError are both acceptable
         try:
@@ -369,6 +369,7 @@ def test_example_robot_data_parses_like_pinocchio(key):
 JIT_CASES = ["random_38"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", JIT_CASES)
 def test_jit_matches_eager(name):
     c = case(name)

@@ -49,6 +49,7 @@ def test_algorithms_agree(robot):
         np.testing.assert_allclose(body_regressor(model, q, qd, qdd, last), Y[:, 10 * last :], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_gradient_wrt_inertia_is_the_regressor(robot):
     model, states = robot
     q, qd, qdd = states[0]

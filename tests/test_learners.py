@@ -319,6 +319,7 @@ def _first(alarms, start=0):
     return start + hits[0] if hits.size else -1
 
 
+@pytest.mark.slow
 def test_innovation_trigger_on_the_drift_benchmark():
     """Seeds 0-19, sigma = 0.01 (SPEC section 4; the 200-seed check is benchmarks/drift.py):
     no false alarm, detection at 200-202, RMSE 200-229 <= 0.31 on average, and the learner is
@@ -401,6 +402,7 @@ def _replay_outputs_P(learner, state, traj):
     return jax.lax.scan(body, state, traj)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delta,early,late", [(1e6, 3e-3, 2e-4), (1e3, 1e-4, 1e-4)])
 def test_float32_tracks_float64_over_1e5_samples(delta, early, late):
     """lam = 0.99, 10^5 samples, the vertical arm (all five features excited), textbook

@@ -145,3 +145,37 @@ def test_many_fixed_links_parse_in_linear_time():
         warnings.simplefilter("error")
         model = parse_urdf(minimal_urdf().replace("</robot>", links + "</robot>"))
     assert len(model.frame_names) == 20003
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["", ",", "\n", "nan", "-", "1e999", "x", "\ufeff", "\x00", "9"])),
+                      min_size=1, max_size=6))
+def test_a_corrupted_log_gives_a_replay_or_one_line_and_status_2(tmp_path_factory, edits):
+    import contextlib
+    import io
+
+    from dense_armor.cli import main
+
+    folder = tmp_path_factory.mktemp("log")
+    rng = np.random.default_rng(0)
+    t = np.arange(200) * 0.01
+    rows = ["t,q_joint1,q_joint2,tau_joint1,tau_joint2"] + [
+        f"{t[k]:.4f},{a:.5f},{b:.5f},{c:.5f},{d:.5f}" for k, (a, b, c, d) in enumerate(rng.uniform(-1, 1, (200, 4)))]
+    text = "\n".join(rows)
+    for at, piece in edits:
+        at %= len(text) + 1
+        text = text[:at] + piece + text[at:]
+    log = folder / "log.csv"
+    log.write_text(text, encoding="utf-8", errors="surrogatepass")
+    urdf = write_minimal_urdf(folder / "arm.urdf")
+    before = log.read_bytes()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["replay", urdf, str(log), "--out", str(folder / "o.csv"), "--chunk", "100"])
+    assert code in (0, 2), err.getvalue()
+    if code == 2:
+        lines = err.getvalue().strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dense-armor: error: "), err.getvalue()
+        assert not (folder / "o.csv").exists()
+    assert log.read_bytes() == before

@@ -134,6 +134,7 @@ def test_unexcited_directions_are_flagged_and_stay_at_the_prior(seed, fits):
     )
 
 
+@pytest.mark.slow
 def test_full_payload_in_a_tool_frame_behind_a_fixed_joint():
     """A 3-joint spatial arm excites all 10 parameters; the payload sits on a tool link (fixed,
     offset and rotated), so the learner must report it in the tool's frame."""
@@ -289,6 +290,7 @@ def _drift(learner, trajectories):
     return outputs.prediction, outputs.alarm, jax.vmap(lambda s: estimate(learner, s))(states)
 
 
+@pytest.mark.slow
 def test_innovation_trigger_on_the_drift_benchmark(seed):
     """SPEC drift benchmark, seeds 0-9 (benchmarks/drift.py runs 0-199): payload and friction
     appear at sample 200; the innovation trigger fires there, the covariance re-opens."""
@@ -374,6 +376,7 @@ def _replay_chunks(learners_batch, state_dtype_probe, traj):
     return jax.vmap(one)(learners_batch)
 
 
+@pytest.mark.slow
 def test_float32_tracks_float64_over_1e5_samples():
     """lam = 0.99, 10^5 samples, the arm in a vertical plane (gravity in the plane of motion),
     payload + viscous + Coulomb friction, sigma = 0.01; the default learner (directional
