@@ -109,6 +109,7 @@ def test_info_lists_joints_bodies_and_merged_frames(capsys, tmp_path):
 # ----------------------------------------------------------------------------- demo and control
 
 
+@pytest.mark.slow
 def test_demo_prints_the_table_and_draws_the_plot(capsys, tmp_path):
     plot = tmp_path / "demo.png"
     code, out, _ = _run(capsys, "demo", "--rate", 50, "--plot", plot)
@@ -130,6 +131,7 @@ def test_demo_prints_the_table_and_draws_the_plot(capsys, tmp_path):
     assert plot.read_bytes().startswith(PNG)
 
 
+@pytest.mark.slow
 def test_control_learner_removes_the_miss(capsys, tmp_path):
     plot = tmp_path / "control.png"
     code, out, _ = _run(capsys, "control", "--rate", 250, "--laps", 1, "--plot", plot)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import doctest
+import functools
 import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,22 +23,31 @@ BASH = re.compile(r"```bash\n(.*?)```\n(?:\s*```text\n(.*?)```)?", re.S)
 def _examples():
     for path in DOCS:
         for k, match in enumerate(BLOCK.finditer(path.read_text(encoding="utf-8"))):
-            yield pytest.param(match.group(1), match.group(2), id=f"{path.name}-{k}")
+            yield f"{path.name}-{k}", match.group(1), match.group(2)
 
 
-def _run(code: str) -> str:
+EXAMPLES = list(_examples())
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
 
-@pytest.mark.parametrize("code, expected", list(_examples()))
-def test_example_prints_what_the_docs_say(code, expected):
+@functools.cache
+def _started() -> dict:
+    """All examples at once, one interpreter a core: they are independent and mostly compile."""
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    return {name: pool.submit(_run, code) for name, code, _ in EXAMPLES}
+
+
+@pytest.mark.parametrize("name, expected", [pytest.param(n, e, id=n) for n, _, e in EXAMPLES])
+def test_example_prints_what_the_docs_say(name, expected):
     """Run in a fresh interpreter, as a reader would (no x64 from conftest)."""
-    printed = _run(code)
+    done = _started()[name].result()
+    assert done.returncode == 0, done.stderr[-3000:]
     if expected is not None:
-        assert printed.rstrip() == expected.rstrip()
+        assert done.stdout.rstrip() == expected.rstrip()
 
 
 def test_design_document_examples_are_verbatim():

@@ -26,6 +26,9 @@ from dense_armor.urdf import parse_urdf
 
 PANDA = "panda_description/urdf/panda.urdf"
 
+# kernel counts of one jaxlib version: a benchmark of how XLA compiles, not behaviour
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def panda():

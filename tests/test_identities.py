@@ -25,7 +25,7 @@ from dense_armor.robots import minimal_urdf
 ROBOTS = {"two_link": minimal_urdf(), "tree": random_tree(3, n_movable=4).xml}
 
 
-@pytest.fixture(scope="module", params=sorted(ROBOTS))
+@pytest.fixture(scope="module", params=["two_link", pytest.param("tree", marks=pytest.mark.slow)])
 def robot(request):
     model = parse_urdf(ROBOTS[request.param])
     states = np.random.default_rng(0).uniform(-1, 1, (4, 3, model.n))

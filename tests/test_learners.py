@@ -129,6 +129,7 @@ def test_stepper_float32_state_in_two_buffers_and_its_state_is_a_copy():
     assert stepper._step._cache_size() == 1
 
 
+@pytest.mark.slow
 def test_vmap_over_learners_with_different_payload_models_equals_loop():
     masses = np.linspace(0.0, 0.7, 8)
     batch = [ResidualLearner(attach_payload(NOMINAL, "link2", m), lam=0.99) for m in masses]
@@ -145,7 +146,7 @@ def test_vmap_over_learners_with_different_payload_models_equals_loop():
     assert np.ptp(np.asarray(outs.nominal)[:, 5, 0]) > 0.01
 
 
-@pytest.mark.parametrize("model", [NOMINAL, VERTICAL], ids=["planar", "vertical"])
+@pytest.mark.parametrize("model", [pytest.param(NOMINAL, marks=pytest.mark.slow), VERTICAL], ids=["planar", "vertical"])
 def test_lam1_learner_equals_batch_least_squares_per_joint(model):
     """With lam = 1 the weights are the ridge solution ``(X'X + I / delta)^-1 X'y`` exactly (the
     RLS prior), and with a large delta the least-squares fit."""
@@ -271,7 +272,7 @@ class _AlarmAt(eqx.Module):
         return state + jnp.asarray(valid, jnp.int32), alarm
 
 
-@pytest.mark.parametrize("warmup_steps", [0, 1, 5])
+@pytest.mark.parametrize("warmup_steps", [pytest.param(0, marks=pytest.mark.slow), pytest.param(1, marks=pytest.mark.slow), 5])
 def test_fast_forgetting_lasts_exactly_warmup_steps_samples(warmup_steps):
     """The alarmed sample and the next warmup_steps - 1 are learned with fast_lam, then lam."""
     at, lam, fast = 10, 0.99, 0.8

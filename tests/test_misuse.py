@@ -30,7 +30,8 @@ def _samples(k, seed=0):
     return np.random.default_rng(seed).uniform(-1, 1, (k, 4, 2))
 
 
-@pytest.mark.parametrize("make", [lambda: ResidualDynamicsLearner(NOMINAL), lambda: PayloadResidualDynamicsLearner(NOMINAL)])
+@pytest.mark.parametrize("make", [lambda: ResidualDynamicsLearner(NOMINAL),
+                                  pytest.param(lambda: PayloadResidualDynamicsLearner(NOMINAL), marks=pytest.mark.slow)])
 def test_two_threads_lose_no_update(make):
     learner, serial = make(), make()
     data = _samples(400)

@@ -88,6 +88,7 @@ def test_seed_benchmark_noise_free_through_the_documented_api():
     assert "4 of 10 inertial parameters identifiable" in learner.summary()
 
 
+@pytest.mark.slow
 def test_seed_benchmark_with_noise(seed, fits):
     nominal, tau_test = seed[0], seed[5]
     _, trajectories, (_, _, predictions, report) = fits
@@ -197,6 +198,7 @@ def test_scan_replay_equals_a_loop_of_steps(seed):
     chex.assert_trees_all_close(replayed, jax.tree.map(lambda *xs: jnp.stack(xs), *outputs), rtol=1e-6, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_vmap_over_payload_masses_and_over_learners_equals_a_loop(seed, fits):
     test = seed[4]
     learner, trajectories, (states, _, predictions, reports) = fits
@@ -232,6 +234,7 @@ def test_nan_sample_is_skipped(seed):
     chex.assert_tree_all_finite(state.rls)
 
 
+@pytest.mark.slow
 def test_no_covariance_windup_at_rest(seed):
     """Issue protocol (as benchmarks/drift.py): 200 exciting samples, 2000 at rest (q held,
     qd = qdd = 0), 200 exciting; the real robot carries the payload plus viscous 0.2 qd and
@@ -275,7 +278,7 @@ def test_save_and_load_are_bit_exact(seed, tmp_path):
         PayloadResidualDynamicsLearner(nominal, friction=False).load(tmp_path / "payload.npz")
 
 
-@pytest.mark.parametrize("detector", [Hampel(), CUSUM()])
+@pytest.mark.parametrize("detector", [Hampel(), pytest.param(CUSUM(), marks=pytest.mark.slow)])
 def test_any_detector_with_the_init_step_interface(seed, detector):
     nominal, _, train, tau, _, _ = seed
     learner = PayloadLearner(nominal, lam=0.99, detector=detector)
@@ -323,6 +326,7 @@ def test_innovation_trigger_on_the_drift_benchmark(seed):
     assert 0.008 < np.asarray(report.noise_std).mean() < 0.012
 
 
+@pytest.mark.slow
 def test_float32_state_stays_float32(seed):
     nominal, _, train, tau, _, _ = seed
     learner = PayloadLearner(nominal, lam=0.99, delta=1e3, joseph=True)
