@@ -378,3 +378,21 @@ def test_reopen_adds_to_the_diagonal_and_keeps_the_weights():
     np.testing.assert_array_equal(opened.P[1], s.P[1])
     np.testing.assert_allclose(opened.P[2], s.P[2] + 2.5 * np.eye(4), rtol=1e-15)
     assert opened.P.dtype == s.P.dtype
+
+
+@pytest.mark.parametrize("joseph", [False, True])
+def test_block_update_given_its_product_is_the_same_update(joseph):
+    """With ``XP`` given, directional forgetting and the update are one correction of P (X P_f =
+    X P / lam): the same state, innovation and gain as forgetting P first; rank-deficient rows too."""
+    rng = np.random.default_rng(21)
+    p, lam = 9, 0.95
+    s0 = _random_state(rng, p)
+    X = rng.standard_normal((4, p))
+    X[3] = X[0] - 2 * X[1]  # dependent rows: G is singular
+    y = rng.standard_normal(4)
+    for rows in (X[:3], X):
+        plain, inno = rls.block_update(s0, rows, y[: len(rows)], lam, directional=True, joseph=joseph)
+        fused, inno_f = rls.block_update(s0, rows, y[: len(rows)], lam, directional=True, joseph=joseph,
+                                         XP=rows @ s0.P)
+        chex.assert_trees_all_close(fused, plain, rtol=1e-9, atol=1e-10)
+        chex.assert_trees_all_close(inno_f, inno, rtol=1e-9, atol=1e-10)

@@ -332,19 +332,6 @@ class Innovation(NamedTuple):
     covariance: jax.Array
 
 
-def _forget_rows(P: jax.Array, XP: jax.Array, G: jax.Array, lam: jax.Array) -> jax.Array:
-    """Directional forgetting of a block of rows ``X``: ``P`` inflated along the span of ``X``'s
-    rows only, ``P_f = P + (1 - lam) / lam * P X' G^+ X P`` with ``G = X P X'`` (in information
-    form ``R <- R - (1 - lam) X' G^+ X + X' X``, the block form of Kulhavy's restricted
-    forgetting: ``X' G^+ X`` is the information ``R`` holds about ``X w``)."""
-    g, V = jnp.linalg.eigh(G)
-    tol = jnp.sqrt(jnp.finfo(P.dtype).eps) * jnp.max(jnp.abs(g), axis=-1, keepdims=True)
-    keep = g > tol
-    ginv = jnp.where(keep, 1 / jnp.where(keep, g, 1), 0)
-    B = jnp.swapaxes(V, -1, -2) @ XP  # V' X P, (..., m, p)
-    return _sym(P + ((1 - lam) / lam)[..., None, None] * jnp.swapaxes(B, -1, -2) @ (ginv[..., :, None] * B))
-
-
 def block_update(
     state: RLSState,
     X: ArrayLike,
@@ -357,8 +344,15 @@ def block_update(
     XP: ArrayLike | None = None,
 ) -> tuple[RLSState, Innovation]:
     """:func:`update_rows`, also returning the block's :class:`Innovation`; ``XP`` is ``X P``
-    when the caller has it already (the largest product of the update; with ``directional``,
-    the rows must then be linearly independent)."""
+    when the caller has it already (the update's largest product).
+
+    Directional forgetting of the block is ``P_f = P + c P X' G^+ X P``, ``c = (1 - lam) /
+    lam``, ``G = X P X'`` (in information form ``R <- R - (1 - lam) X' G^+ X + X' X``, the block
+    form of Kulhavy's restricted forgetting), then a plain (``lam = 1``) update. With ``XP``
+    given, ``X P_f = X P / lam`` is used (exact for ``P`` positive definite, and without a new
+    product with ``P``), and the two are one correction of ``P`` by ``X P' (c G^+ X P - K' /
+    lam)``, ``K' = (I + G / lam)^-1 X P / lam``: one product of the size of ``P``, not two.
+    """
     _check_lam(lam)
     w, P = state
     dt = w.dtype
@@ -372,25 +366,34 @@ def block_update(
     XP = jnp.asarray(XP, dt) if given else X @ P  # (P X')', shape (..., m, p)
     G = _sym(XP @ Xt)
     err = y - jnp.einsum("...mi,...i->...m", X, w)
+    PXt, lam0 = jnp.swapaxes(XP, -1, -2), lam[..., None, None]
     if directional:
-        # forget along the rows only, then a plain (lam = 1) update
-        P, lam0 = _forget_rows(P, XP, G, lam), lam
-        if given:  # X P_f = X P + c G G^+ X P = X P / lam for independent rows: no new product with P
-            XP, G = XP / lam0[..., None, None], G / lam0[..., None, None]
-        else:
+        g, V = jnp.linalg.eigh(G)
+        tol = jnp.sqrt(jnp.finfo(dt).eps) * jnp.max(jnp.abs(g), axis=-1, keepdims=True)
+        keep = g > tol
+        forget = jnp.where(keep, (1 - lam[..., None]) / (lam[..., None] * jnp.where(keep, g, 1)), 0)
+        forgotten = V @ (forget[..., None] * (jnp.swapaxes(V, -1, -2) @ XP))  # c G^+ X P
+        if given:  # X P_f = X P / lam: forgetting and update in one correction of P
+            XP, G = XP / lam0, G / lam0
+        else:  # X P_f from the forgotten P as stored (more accurate for a vague float32 prior)
+            P = _sym(P + PXt @ forgotten)
             XP = X @ P
-            G = _sym(XP @ Xt)
-        lam = jnp.ones_like(lam0)
+            G, PXt = _sym(XP @ Xt), jnp.swapaxes(XP, -1, -2)
+        lam = jnp.ones_like(lam)
     lam2 = lam[..., None, None]
     S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
     batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])
     Kt = jnp.linalg.solve(jnp.broadcast_to(S, (*batch, m, m)), jnp.broadcast_to(XP, (*batch, m, p)))  # K' = S^-1 X P
     w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
     if joseph:
+        if directional and given:
+            P = P + PXt @ forgotten
         A = jnp.eye(p, dtype=dt) - jnp.swapaxes(Kt, -1, -2) @ X
         P_new = A @ (P / lam2) @ jnp.swapaxes(A, -1, -2) + jnp.swapaxes(Kt, -1, -2) @ Kt
+    elif directional and given:
+        P_new = P + PXt @ (forgotten - Kt / lam0)
     else:
-        P_new = (P - jnp.swapaxes(Kt, -1, -2) @ XP) / lam2
+        P_new = (P - PXt @ Kt) / lam2
     P_new = _bound_trace(_sym(P_new), max_trace)
     return RLSState(w=w_new, P=P_new), Innovation(err, G, S)
 
