@@ -236,6 +236,30 @@ def test_a_ros2_bag_reads_like_its_csv(tmp_path, storage):
         load_log(bag, ("joint1", "joint3"))
 
 
+def test_a_ros1_bag_reads_like_its_csv(tmp_path):
+    """A ROS 1 ``.bag`` (written with rosbags' ROS 1 writer, Noetic's JointState)."""
+    from rosbags.rosbag1 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    t, q, qd, qdd, tau = _motion()
+    t = t + 1.7e9
+    store = get_typestore(Stores.ROS1_NOETIC)
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    bag = tmp_path / "log.bag"
+    with Writer(bag) as writer:
+        connection = writer.add_connection("/joint_states", JointState.__msgtype__, typestore=store)
+        for k, stamp in enumerate(t):
+            sec = int(np.floor(stamp))
+            msg = JointState(header=Header(seq=k, stamp=Time(sec=sec, nanosec=int(round((stamp - sec) * 1e9))), frame_id=""),
+                             name=list(JOINTS), position=q[k].copy(), velocity=qd[k].copy(), effort=tau[k].copy())
+            writer.write(connection, int(round(stamp * 1e9)), store.serialize_ros1(msg, JointState.__msgtype__))
+    log = load_log(bag, JOINTS)
+    np.testing.assert_allclose(log.t, t, atol=2e-9)
+    np.testing.assert_allclose(log.q, q, rtol=1e-12)
+    np.testing.assert_allclose(log.tau, tau, rtol=1e-12)
+
+
 def test_bag_without_velocities_estimates_them(tmp_path):
     t, q, qd, qdd, tau = _motion()
     write_joint_state_bag(tmp_path / "bag", t, JOINTS, q, None, tau)
