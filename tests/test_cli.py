@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -81,6 +82,25 @@ def test_version_from_a_subprocess():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"dense-armor {dense_armor.__version__}"
+
+
+@pytest.mark.slow
+def test_the_command_keeps_compiled_programs_in_the_user_cache(tmp_path):
+    """A second run finds the first run's programs in $XDG_CACHE_HOME/dense_armor/jax; an empty
+    JAX_COMPILATION_CACHE_DIR switches the cache off; ``main`` (the API) leaves JAX's config alone."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env.update(PYTHONPATH=str(ROOT / "src"), XDG_CACHE_HOME=str(tmp_path / "cache"), MPLBACKEND="Agg")
+    argv = [sys.executable, "-m", "dense_armor", "demo", "--duration", "12", "--plot", str(tmp_path / "d.png")]
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert first.returncode == 0, first.stderr
+    cached = sorted((tmp_path / "cache" / "dense_armor" / "jax").iterdir())
+    assert cached
+    off = subprocess.run(argv, capture_output=True, text=True, env={**env, "XDG_CACHE_HOME": str(tmp_path / "other"),
+                                                                      "JAX_COMPILATION_CACHE_DIR": ""}, cwd=tmp_path, timeout=600)
+    untimed = lambda out: re.sub(r"\([\d.]+ s\)", "", out)  # noqa: E731
+    assert off.returncode == 0 and untimed(off.stdout) == untimed(first.stdout), off.stderr
+    assert not (tmp_path / "other" / "dense_armor").exists()  # (matplotlib keeps its font cache there)
+    assert jax.config.jax_compilation_cache_dir is None or "dense_armor" not in jax.config.jax_compilation_cache_dir
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["control"], ["replay"], ["info"]])

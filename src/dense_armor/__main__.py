@@ -2,7 +2,7 @@
 
 import sys
 
-from dense_armor.cli import main
+from dense_armor.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

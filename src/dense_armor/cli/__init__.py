@@ -11,16 +11,21 @@ Commands:
 * ``identify ROBOT.urdf LOG -o IDENTIFIED.urdf``: the whole robot learned from a log, written out.
 * ``info ROBOT.urdf``: what the parser made of a URDF.
 
-Everything runs in float64 inside ``jax.enable_x64(True)`` (thread-local; the global JAX
-configuration is untouched). A user error prints one line ``dense-armor: error: ...`` on
+Everything runs in float64 inside ``jax.enable_x64(True)`` (thread-local; :func:`main` leaves
+the global JAX configuration untouched). The installed command (:func:`console`) also keeps
+JAX's compiled programs in the user's cache folder, ``$XDG_CACHE_HOME/dense_armor/jax``
+(``~/.cache/...``), so that a second run does not compile again; ``JAX_COMPILATION_CACHE_DIR``
+chooses another folder, and set empty switches the cache off. A user error prints one line ``dense-armor: error: ...`` on
 stderr and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
+from pathlib import Path
 
 import jax
 
@@ -33,7 +38,7 @@ from dense_armor.cli.replay import add_log_options, cmd_identify, cmd_replay
 from dense_armor.logs import LogError
 from dense_armor.urdf import URDFError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "console", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,6 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+def console() -> int:
+    """The installed ``dense-armor`` command: :func:`main`, with JAX's persistent compilation
+    cache in the user's cache folder unless ``JAX_COMPILATION_CACHE_DIR`` is set."""
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+        home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        jax.config.update("jax_compilation_cache_dir", str(Path(home) / "dense_armor" / "jax"))
+    return main()
 
 
 def _warning(message, category, filename, lineno, file=None, line=None):
