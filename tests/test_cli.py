@@ -221,7 +221,7 @@ def test_replay_plot(capsys, arm, tmp_path):
     assert (tmp_path / "r.png").read_bytes().startswith(PNG)
 
 
-@pytest.mark.parametrize("learner", ["drift-aware", "payload"])
+@pytest.mark.parametrize("learner", ["drift-aware", pytest.param("payload", marks=pytest.mark.slow)])
 def test_replay_other_learners(capsys, arm, learner):
     log = _write_csv(arm["folder"] / "other.csv", _columns(arm))
     code, out, _ = _run(capsys, "replay", arm["urdf"], log, "--learner", learner, "--chunk", 100)
