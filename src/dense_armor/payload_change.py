@@ -156,7 +156,8 @@ class PayloadDetector(eqx.Module):
         mass = jnp.abs(estimate[:, 0])
         passes = (mass >= jnp.array(STRICTER_MASS, dtype) * jnp.asarray(self.min_mass, dtype)) & (
             mass >= jnp.array(STRICTER_Z, dtype) * jnp.asarray(self.z, dtype) * std[:, 0])
-        passes = passes & jnp.array([True, False]) & (state.since >= SHORT_AFTER) | passes & jnp.array([False, True])
+        ready = jnp.stack([state.since >= SHORT_AFTER, jnp.ones((), bool)])  # (short, long) windows
+        passes = passes & ready
         alarm = valid & armed & jnp.any(passes)
         # snapshots of the body's parameters every half window; on an alarm, the baseline
         # is the newest one at least a window old

@@ -91,6 +91,8 @@ PRIOR_SAMPLES = 10.0
 #: A sample moves the noise estimate as if its error were at most this many variances: an
 #: outlier, or a change the learner has not yet followed, cannot inflate it quickly.
 NOISE_CLIP = 4.0
+#: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
+MEMORY = 60.0
 
 
 def torque_scale(model: Model) -> np.ndarray:
@@ -251,7 +253,7 @@ class RobotLearner(Learner):
     forgets: bool = eqx.field(static=True)
 
     def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
-                 lam: float | None = None, memory: float | None = 60.0, noise_time: float = 10.0, trust_time: float = 0.05,
+                 lam: float | None = None, memory: float | None = MEMORY, noise_time: float = 10.0, trust_time: float = 0.05,
                  detector: PayloadDetector | None = PayloadDetector(), link: str | None = None,
                  consistent: bool = False):
         for name, value in (("rate", rate), ("coulomb_width", coulomb_width), ("noise_time", noise_time),

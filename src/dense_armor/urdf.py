@@ -87,8 +87,10 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
     joints = [ctx.joint(el, links) for el in root.findall("joint")]
     names = [j.name for j in joints]
     seen: set = set()
-    for name in (n for n in names if n in seen or seen.add(n)):  # linear in the joints
-        raise URDFError(f"{where}: joint {name!r} is defined twice")
+    for name in names:  # linear in the joints
+        if name in seen:
+            raise URDFError(f"{where}: joint {name!r} is defined twice")
+        seen.add(name)
     if not links:
         raise URDFError(f"{where}: the robot has no <link>")
     return _build(root.get("name", ""), links, joints, np.asarray(gravity, float), where)

@@ -15,8 +15,8 @@ Everything runs in float64 inside ``jax.enable_x64(True)`` (thread-local; :func:
 the global JAX configuration untouched). The installed command (:func:`console`) also keeps
 JAX's compiled programs in the user's cache folder, ``$XDG_CACHE_HOME/dense_armor/jax``
 (``~/.cache/...``), so that a second run does not compile again; ``JAX_COMPILATION_CACHE_DIR``
-chooses another folder, and set empty switches the cache off. A user error prints one line ``dense-armor: error: ...`` on
-stderr and exits with status 2.
+chooses another folder, and set empty switches the cache off. A user error prints one line
+``dense-armor: error: ...`` on stderr and exits with status 2.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dense_armor.cli.common import UserError, count, forgetting_factor, natural, nonnegative, positive
+from dense_armor.robot_learner import MEMORY
 
 #: What ``--learner`` accepts, and the documented class each one is configured like.
 LEARNER_CLASSES = {
@@ -20,10 +21,17 @@ TRIGGERS = ("innovation", "hampel", "cusum")
 _INNOVATION = ("k", "h", "min_samples", "min_sigma")
 
 
-def lam(kind: str, args) -> float:
+def lam(kind: str, args) -> float | None:
+    """The learner's ``--lam``, else its default (``None``: the robot learner's memory)."""
     if args.lam is not None:
         return args.lam
     return getattr(args, "default_lam", {}).get(kind, DEFAULT_LAM[kind])
+
+
+def forgetting_text(kind: str, args) -> str:
+    """``lam 0.99``, or the robot learner's default memory."""
+    factor = lam(kind, args)
+    return f"memory {MEMORY:g} s" if factor is None else f"lam {factor:g}"
 
 
 def learner_name(kind: str, args) -> str:
@@ -31,8 +39,7 @@ def learner_name(kind: str, args) -> str:
     if kind.startswith("drift-aware"):
         base = "drift-aware payload" if kind == "drift-aware-payload" else "drift-aware five-feature"
         return f"{base}, {args.trigger}"
-    factor = lam(kind, args)
-    return f"{kind}, " + ("memory 60 s" if factor is None else f"lam {factor:g}")
+    return f"{kind}, {forgetting_text(kind, args)}"
 
 
 def _innovation_given(args) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 
 from dense_armor import learners, robot_learner
 from dense_armor.cli.common import PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
-from dense_armor.cli.learners import build_learner, lam, payload_report
+from dense_armor.cli.learners import build_learner, forgetting_text, payload_report
 from dense_armor.logs import LogError, open_log
 from dense_armor.model import lock_joints
 from dense_armor.replay import replay_log
@@ -300,8 +300,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
 
 
 def _label(args) -> str:
-    factor = lam(args.learner, args)
-    text = f"{args.learner} (" + ("memory 60 s" if factor is None else f"lam {factor:g}")
+    text = f"{args.learner} ({forgetting_text(args.learner, args)}"
     if args.learner == "robot":
         text += f", rate {args.rate:g} Hz" + (", no payload detection" if args.no_payload else f", min mass {args.min_mass:g} kg")
     else:

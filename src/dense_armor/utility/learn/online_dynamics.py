@@ -3,8 +3,8 @@
 Each wrapper converts its inputs to float64 NumPy, enters JAX's scoped 64-bit mode
 (``jax.enable_x64``; the global configuration is untouched), calls a module-level jitted
 function and keeps the new state. A learner may be called from several threads: each call
-holds the learner's lock, so calls take turns and none is lost. The state stays a public pytree (``.state``), to save,
-vmap, or hand to :mod:`dense_armor.learners`.
+holds the learner's lock, so calls take turns and none is lost. The state stays a public
+pytree (``.state``), to save, vmap, or hand to :mod:`dense_armor.learners`.
 """
 
 from __future__ import annotations
