@@ -168,6 +168,30 @@ def test_a_payload_picked_up_is_detected_and_measured_from_the_baseline():
     np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.03)
 
 
+def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():
+    # the detector's change: least squares of the body's columns on the errors under the
+    # baseline, over every sample since the alarm, the payload prior as ridge
+    detector, n, p, columns = PayloadDetector(), 3, 28, slice(10, 20)
+    rng = np.random.default_rng(12)
+    baseline, delta = rng.normal(size=p), 0.5 * np.asarray(detector.prior) * rng.normal(size=10)
+    state = detector.init(jnp.zeros(p), jnp.float64)._replace(alarmed=jnp.ones((), bool), baseline=jnp.asarray(baseline))
+    A, b = np.zeros((10, 10)), np.zeros(10)
+    for k in range(200):
+        rows = rng.normal(size=(n, p))
+        target = rows @ baseline + rows[:, columns] @ delta + 0.01 * rng.standard_normal(n)
+        valid = k != 7  # an invalid sample counts for nothing
+        state, alarm, *_ = detector.step(state, rows[:, columns], np.zeros(n), jnp.zeros(p), columns, 1.0, 1000.0,
+                                         valid, rows, target)
+        assert not bool(alarm)
+        if valid:
+            A, b = A + rows[:, columns].T @ rows[:, columns], b + rows[:, columns].T @ (target - rows @ baseline)
+    fitted, std = detector.change(state, 4.0)
+    cov = np.linalg.inv(A + np.diag(1.0 / np.asarray(detector.prior) ** 2))
+    np.testing.assert_allclose(fitted, cov @ b, rtol=1e-10)
+    np.testing.assert_allclose(std, np.sqrt(4.0 * np.diag(cov)), rtol=1e-10)  # the correlation time counted
+    assert np.all(np.abs(np.asarray(fitted) - delta) <= 0.05 * np.asarray(detector.prior)), (fitted, delta)
+
+
 def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
     rate, T = 200.0, 6000
     q, qd, qdd = _motion(T, rate=rate, seed=10)

@@ -22,12 +22,18 @@ when the fitted mass change is both physically large and statistically clear:
    ``arm_after`` seconds of samples and ``hold`` seconds after an alarm.
 
 On an alarm the learner goes back to what it had learned before the change and re-learns the
-payload on its own: the detector keeps a few snapshots of the learner's parameters, half a
-window apart, and the one at least a window old is the baseline (the one the change had not yet
-bent). The learner restores it, gives the payload body a payload prior (independent of the rest)
+payload on its own: the detector keeps a few snapshots of the learner's parameters, a window
+apart, and the one at least two windows old is the baseline (3 s by default: an alarm that late
+after the change still finds a baseline the change had not bent). The learner restores it, gives the payload body a payload prior (independent of the rest)
 and, for ``hold`` seconds, learns only that body: a payload's mass enters the torques only in
 combinations with the bodies before it, which the rest of the robot could otherwise absorb.
-The change is that body's parameters against the baseline's.
+
+The change reported is measured against the baseline, not read from the learner's parameters
+(which go on to share it with the bodies before the payload, an unidentifiable split): from the
+alarm on, the detector fits the change of the payload body alone to every sample's error under
+the baseline, ``tau - X theta_baseline = Y_b Delta + noise``, by least squares without
+forgetting and the payload prior as ridge, until the next alarm. Its standard deviation counts
+the errors' correlation time.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import numpy as np
 
 __all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
 
-SNAPSHOTS = 4  # snapshots of the learner's parameters, half a window apart
+SNAPSHOTS = 4  # snapshots of the learner's parameters, a window apart
 WINDOWS = (1.0 / 3.0, 1.0)  # the fits' windows, in units of ``window``
 # each window's ``min_mass`` and ``z`` multiplied by these: the short window is noisier, and
 # is there for large changes
@@ -66,9 +72,11 @@ class PayloadDetectorState(NamedTuple):
         since: () int32, samples since the start or the last alarm.
         alarmed: () bool, an alarm has been raised (the next test waits ``hold``, not
             ``arm_after``).
-        snapshots: (SNAPSHOTS, p) the learner's parameters, every half window, newest first.
-        reference: (10,) the body's parameters before the last change (the baseline a change
-            is measured from): its parameters at the start, then at each alarm the baseline's.
+        snapshots: (SNAPSHOTS, p) the learner's parameters, every window, newest first.
+        baseline: (p,) the learner's parameters before the last change, which a change is
+            measured from: its parameters at the start, then at each alarm the baseline's.
+        change_A: (10, 10) ``sum Y_b' Y_b`` (whitened rows) since the last alarm.
+        change_b: (10,) ``sum Y_b' (y - X baseline)`` since the last alarm.
     """
 
     A: jax.Array
@@ -76,7 +84,9 @@ class PayloadDetectorState(NamedTuple):
     since: jax.Array
     alarmed: jax.Array
     snapshots: jax.Array
-    reference: jax.Array
+    baseline: jax.Array
+    change_A: jax.Array
+    change_b: jax.Array
 
 
 class PayloadDetector(eqx.Module):
@@ -111,26 +121,40 @@ class PayloadDetector(eqx.Module):
         if prior is not None and (prior.shape != (10,) or not np.all(np.isfinite(prior)) or not np.all(prior > 0)):
             raise ValueError(f"PayloadDetector prior: expected 10 positive standard deviations, got {self.prior!r}")
 
-    def init(self, params, columns: slice, dtype) -> PayloadDetectorState:
-        """Nothing seen; ``params`` (p,) the learner's parameters, ``columns`` the body's."""
+    def init(self, params, dtype) -> PayloadDetectorState:
+        """Nothing seen; ``params`` (p,) the learner's parameters."""
         params = jnp.asarray(params, dtype)
         return PayloadDetectorState(
             A=jnp.zeros((len(WINDOWS), 10, 10), dtype), b=jnp.zeros((len(WINDOWS), 10), dtype), since=jnp.zeros((), jnp.int32),
             alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, params.shape[-1])),
-            reference=params[columns],
+            baseline=params, change_A=jnp.zeros((10, 10), dtype), change_b=jnp.zeros(10, dtype),
         )
+
+    def change(self, state: PayloadDetectorState, correlation):
+        """The fitted change of the body since the last alarm (see the module docstring).
+
+        Returns:
+            ``(Delta, std)``: (10,) the change and (10,) its entries' standard deviations
+            (the payload prior's own before any sample).
+        """
+        cov = jnp.linalg.inv(state.change_A + jnp.diag(1.0 / jnp.asarray(self.prior, state.change_b.dtype) ** 2))
+        std = jnp.sqrt(jnp.maximum(jnp.diagonal(cov), 0.0) * jnp.maximum(correlation, 1.0))
+        return cov @ state.change_b, std
 
     def settling(self, state: PayloadDetectorState, rate) -> jax.Array:
         """() bool: within ``hold`` seconds after an alarm (the learner learns the body only)."""
         return state.alarmed & (state.since < jnp.asarray(self.hold, state.b.dtype) * rate)
 
-    def step(self, state: PayloadDetectorState, Y, e, params, columns: slice, correlation, rate, valid):
+    def step(self, state: PayloadDetectorState, Y, e, params, columns: slice, correlation, rate, valid, rows, target):
         """Test the body's parameters for a change, then learn the sample into the window.
 
         Args:
-            Y: (n, 10) the body's regressor columns, rows whitened by each joint's noise std.
+            Y: (n, 10) the body's regressor columns, rows whitened by each joint's noise std
+                and by the errors' prior covariance.
             e: (n,) the learner's prior errors, whitened the same way.
             params: (p,) the learner's current parameters; ``columns`` the body's among them.
+            rows, target: (n, p) and (n,) the learner's rows and target, whitened by each
+                joint's noise std only (for the change's fit against the baseline).
             correlation: () the errors' integrated autocorrelation time, samples (>= 1).
             rate: samples per second.
             valid: () bool; an invalid sample changes nothing.
@@ -159,18 +183,23 @@ class PayloadDetector(eqx.Module):
         ready = jnp.stack([state.since >= SHORT_AFTER, jnp.ones((), bool)])  # (short, long) windows
         passes = passes & ready
         alarm = valid & armed & jnp.any(passes)
-        # snapshots of the body's parameters every half window; on an alarm, the baseline
-        # is the newest one at least a window old
-        every = jnp.maximum(jnp.round(0.5 * jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
+        # snapshots of the learner's parameters every window; on an alarm, the baseline is
+        # the newest one at least two windows old
+        every = jnp.maximum(jnp.round(jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
         due = valid & (state.since % every == 0)
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
         baseline = state.snapshots[2]
-        reference = jnp.where(alarm, baseline[columns], state.reference)
         A = jnp.where(valid, lam[:, None, None] * state.A + Y.T @ Y, state.A)
         b = jnp.where(valid, lam[:, None] * state.b + Y.T @ e, state.b)
-        new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots, reference)
-        # after an alarm: an empty window, and snapshots of the restored baseline
+        # the change since the last alarm, against its baseline
+        Yc, measured = rows[:, columns], valid & state.alarmed
+        change_A = jnp.where(measured, state.change_A + Yc.T @ Yc, state.change_A)
+        change_b = jnp.where(measured, state.change_b + Yc.T @ (target - rows @ state.baseline), state.change_b)
+        new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
+                                   state.baseline, change_A, change_b)
+        # after an alarm: an empty window, snapshots of the restored baseline, a new change
         restart = PayloadDetectorState(jnp.zeros_like(A), jnp.zeros_like(b), jnp.zeros((), jnp.int32), jnp.ones((), bool),
-                                       jnp.broadcast_to(baseline, snapshots.shape), reference)
+                                       jnp.broadcast_to(baseline, snapshots.shape), baseline, jnp.zeros_like(change_A),
+                                       jnp.zeros_like(change_b))
         new = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new, restart)
         return new, alarm, baseline, estimate[-1], std[-1]

@@ -37,8 +37,8 @@ smaller when the residual overshoots. The result is limited to the URDF's effort
 
 Payload changes. A :class:`~dense_armor.payload_change.PayloadDetector` tests the payload
 body's parameters for a change; on an alarm that body's covariance is re-opened and the rest of
-the learned robot kept. :attr:`StepOutput.extra` is a :class:`PayloadTrace`: the change of the
-payload body's parameters since the baseline before the last change.
+the learned robot kept. :attr:`StepOutput.extra` is a :class:`PayloadTrace`: the payload
+body's change since the last alarm, fitted against the baseline (the parameters before it).
 
 Same functional shape as the other learners: hyperparameters are pytree leaves, the state is
 an immutable :class:`RobotState`, ``step`` is prequential (predict, score, then learn) and
@@ -197,9 +197,9 @@ class RobotState(NamedTuple):
 
 
 class PayloadTrace(NamedTuple):
-    """The payload body's change since the baseline before the last alarm (the change is the
-    payload once the learner has re-learned the body; before any alarm, it is the learned
-    correction of that body against the URDF).
+    """The payload body's change since the last alarm: the detector's fit against the baseline
+    (:meth:`~dense_armor.payload_change.PayloadDetector.change`); before any alarm, the learned
+    correction of that body against the URDF.
 
     Attributes:
         mass: () kg; mass_std: () kg; com: (3,) the change's centre of mass, m, in the payload
@@ -303,7 +303,7 @@ class RobotLearner(Learner):
             count=zero, rejected=zero, alarms=zero,
             noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero),
             trust=TrustState(fzero, fzero),
-            detector=None if self.detector is None else self.detector.init(jnp.zeros_like(std), self._columns, dtype),
+            detector=None if self.detector is None else self.detector.init(jnp.zeros_like(std), dtype),
         )
 
     def features(self, q, qd, qdd, dtype):
@@ -367,7 +367,7 @@ class RobotLearner(Learner):
             columns = self._columns
             Yb = jax.scipy.linalg.solve_triangular(L, Xw[:, columns], lower=True)
             detector, alarm, baseline, _, _ = self.detector.step(
-                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid)
+                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid, Xw, target / scale)
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
@@ -408,10 +408,13 @@ class RobotLearner(Learner):
         )
 
         if self.detector is not None:
-            change = rls_state.w[columns] - detector.reference
+            # before any alarm, the body's learned correction; after one, the fitted change
+            fitted, fitted_std = self.detector.change(detector, correlation)
+            learned_std = jnp.sqrt(jnp.maximum(rls_state.P[columns.start, columns.start], 0.0) * correlation)
+            change = jnp.where(detector.alarmed, fitted, rls_state.w[columns] - detector.baseline[columns])
             mass = change[0]
             com = change[1:4] / jnp.where(jnp.abs(mass) > 0, mass, 1.0)
-            extra = PayloadTrace(mass, jnp.sqrt(jnp.maximum(rls_state.P[columns.start, columns.start], 0.0) * correlation), com)
+            extra = PayloadTrace(mass, jnp.where(detector.alarmed, fitted_std[0], learned_std), com)
 
         learned = RobotState(
             rls=rls_state, count=state.count + 1, rejected=state.rejected, alarms=state.alarms + alarm,
