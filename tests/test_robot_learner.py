@@ -181,11 +181,11 @@ def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():
         target = rows @ baseline + rows[:, columns] @ delta + 0.01 * rng.standard_normal(n)
         valid = k != 7  # an invalid sample counts for nothing
         state, alarm, *_ = detector.step(state, rows[:, columns], np.zeros(n), jnp.zeros(p), columns, 1.0, 1000.0,
-                                         valid, rows, target)
+                                         valid, rows[:, columns], target - rows @ baseline)
         assert not bool(alarm)
         if valid:
             A, b = A + rows[:, columns].T @ rows[:, columns], b + rows[:, columns].T @ (target - rows @ baseline)
-    fitted, std = detector.change(state, 4.0)
+    fitted, std = (x[-1] for x in detector.fits(state, 4.0, 1000.0))
     cov = np.linalg.inv(A + np.diag(1.0 / np.asarray(detector.prior) ** 2))
     np.testing.assert_allclose(fitted, cov @ b, rtol=1e-10)
     np.testing.assert_allclose(std, np.sqrt(4.0 * np.diag(cov)), rtol=1e-10)  # the correlation time counted

@@ -67,16 +67,16 @@ class PayloadDetectorState(NamedTuple):
     """State of :class:`PayloadDetector`.
 
     Attributes:
-        A: (2, 10, 10) exponentially weighted ``sum Y_b' Y_b`` (whitened rows), per window.
-        b: (2, 10) exponentially weighted ``sum Y_b' e``, per window.
+        A: (3, 10, 10) the fits' ``sum Y_b' Y_b``: each window's, exponentially weighted (rows
+            whitened by the errors' prior covariance), then the change's since the last alarm
+            (rows whitened by the noise only, errors under the baseline).
+        b: (3, 10) the fits' ``sum Y_b' e``, the same way.
         since: () int32, samples since the start or the last alarm.
         alarmed: () bool, an alarm has been raised (the next test waits ``hold``, not
             ``arm_after``).
         snapshots: (SNAPSHOTS, p) the learner's parameters, every window, newest first.
         baseline: (p,) the learner's parameters before the last change, which a change is
             measured from: its parameters at the start, then at each alarm the baseline's.
-        change_A: (10, 10) ``sum Y_b' Y_b`` (whitened rows) since the last alarm.
-        change_b: (10,) ``sum Y_b' (y - X baseline)`` since the last alarm.
     """
 
     A: jax.Array
@@ -85,8 +85,6 @@ class PayloadDetectorState(NamedTuple):
     alarmed: jax.Array
     snapshots: jax.Array
     baseline: jax.Array
-    change_A: jax.Array
-    change_b: jax.Array
 
 
 class PayloadDetector(eqx.Module):
@@ -124,28 +122,37 @@ class PayloadDetector(eqx.Module):
     def init(self, params, dtype) -> PayloadDetectorState:
         """Nothing seen; ``params`` (p,) the learner's parameters."""
         params = jnp.asarray(params, dtype)
+        fits = len(WINDOWS) + 1
         return PayloadDetectorState(
-            A=jnp.zeros((len(WINDOWS), 10, 10), dtype), b=jnp.zeros((len(WINDOWS), 10), dtype), since=jnp.zeros((), jnp.int32),
-            alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, params.shape[-1])),
-            baseline=params, change_A=jnp.zeros((10, 10), dtype), change_b=jnp.zeros(10, dtype),
+            A=jnp.zeros((fits, 10, 10), dtype), b=jnp.zeros((fits, 10), dtype), since=jnp.zeros((), jnp.int32),
+            alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, params.shape[-1])), baseline=params,
         )
 
-    def change(self, state: PayloadDetectorState, correlation):
-        """The fitted change of the body since the last alarm (see the module docstring).
+    def fits(self, state: PayloadDetectorState, correlation, rate):
+        """The ridge fits of the body's change: each window's, then the change's since the last
+        alarm (see the module docstring).
 
         Returns:
-            ``(Delta, std)``: (10,) the change and (10,) its entries' standard deviations
-            (the payload prior's own before any sample).
+            ``(Delta, std)``: (3, 10) the fitted changes and (3, 10) their entries' standard
+            deviations, the errors' correlation time counted (the payload prior's own before
+            any sample).
         """
-        cov = jnp.linalg.inv(state.change_A + jnp.diag(1.0 / jnp.asarray(self.prior, state.change_b.dtype) ** 2))
-        std = jnp.sqrt(jnp.maximum(jnp.diagonal(cov), 0.0) * jnp.maximum(correlation, 1.0))
-        return cov @ state.change_b, std
+        dtype = state.b.dtype
+        cov = jnp.linalg.inv(state.A + jnp.diag(1.0 / jnp.asarray(self.prior, dtype) ** 2))
+        # an exponential window's weights count twice in its variance: 1 / (1 + lam)
+        weights = jnp.concatenate([1.0 / (1.0 + self._lam(dtype, rate)), jnp.ones(1, dtype)])
+        variance = jnp.diagonal(cov, axis1=-2, axis2=-1) * weights[:, None]
+        return jnp.einsum("fij,fj->fi", cov, state.b), jnp.sqrt(jnp.maximum(variance, 0.0) * jnp.maximum(correlation, 1.0))
+
+    def _lam(self, dtype, rate):
+        """(2,) the windows' forgetting factors per sample."""
+        return jnp.exp(-1.0 / (jnp.asarray(self.window, dtype) * jnp.array(WINDOWS, dtype) * jnp.asarray(rate, dtype)))
 
     def settling(self, state: PayloadDetectorState, rate) -> jax.Array:
         """() bool: within ``hold`` seconds after an alarm (the learner learns the body only)."""
         return state.alarmed & (state.since < jnp.asarray(self.hold, state.b.dtype) * rate)
 
-    def step(self, state: PayloadDetectorState, Y, e, params, columns: slice, correlation, rate, valid, rows, target):
+    def step(self, state: PayloadDetectorState, Y, e, params, columns: slice, correlation, rate, valid, Y_noise, e_baseline):
         """Test the body's parameters for a change, then learn the sample into the window.
 
         Args:
@@ -153,33 +160,31 @@ class PayloadDetector(eqx.Module):
                 and by the errors' prior covariance.
             e: (n,) the learner's prior errors, whitened the same way.
             params: (p,) the learner's current parameters; ``columns`` the body's among them.
-            rows, target: (n, p) and (n,) the learner's rows and target, whitened by each
-                joint's noise std only (for the change's fit against the baseline).
+            Y_noise, e_baseline: (n, 10) the body's regressor columns and (n,) the errors under
+                :attr:`PayloadDetectorState.baseline`, whitened by each joint's noise std only
+                (for the change's fit against the baseline).
             correlation: () the errors' integrated autocorrelation time, samples (>= 1).
             rate: samples per second.
             valid: () bool; an invalid sample changes nothing.
 
         Returns:
-            ``(state, alarm, baseline, estimate, std)``: the new state, () bool, the learner's
-            parameters before the change (p,) (to restore on an alarm), the fitted change (10,)
-            and the standard deviation (10,) of its entries.
+            ``(state, alarm, baseline, change, std)``: the new state, () bool, the learner's
+            parameters before the change (p,) (to restore on an alarm), and the change since
+            the last alarm (10,) with its entries' standard deviations (10,), both fitted to
+            the samples before this one.
         """
         dtype = state.b.dtype
         rate = jnp.asarray(rate, dtype)
         # two windows: the long one for small changes, a third as long for quick large ones
         # (an exponential window dilutes a change with what came before it)
-        lam = jnp.exp(-1.0 / (jnp.asarray(self.window, dtype) * jnp.array(WINDOWS, dtype) * rate))
-        prior = jnp.asarray(self.prior, dtype)
-        # the fits over the windows of the samples before this one
-        cov = jnp.linalg.inv(state.A + jnp.diag(1.0 / prior**2))
-        estimate = jnp.einsum("wij,wj->wi", cov, state.b)
-        variance = jnp.diagonal(cov, axis1=-2, axis2=-1)
-        std = jnp.sqrt(jnp.maximum(variance, 0.0) * jnp.maximum(correlation, 1.0) / (1.0 + lam)[:, None])
+        lam = self._lam(dtype, rate)
+        # the fits to the samples before this one
+        estimate, std = self.fits(state, correlation, rate)
         wait = jnp.where(state.alarmed, jnp.asarray(self.hold, dtype), jnp.asarray(self.arm_after, dtype))
         armed = state.since >= wait * rate
-        mass = jnp.abs(estimate[:, 0])
+        mass = jnp.abs(estimate[:2, 0])
         passes = (mass >= jnp.array(STRICTER_MASS, dtype) * jnp.asarray(self.min_mass, dtype)) & (
-            mass >= jnp.array(STRICTER_Z, dtype) * jnp.asarray(self.z, dtype) * std[:, 0])
+            mass >= jnp.array(STRICTER_Z, dtype) * jnp.asarray(self.z, dtype) * std[:2, 0])
         ready = jnp.stack([state.since >= SHORT_AFTER, jnp.ones((), bool)])  # (short, long) windows
         passes = passes & ready
         alarm = valid & armed & jnp.any(passes)
@@ -189,17 +194,17 @@ class PayloadDetector(eqx.Module):
         due = valid & (state.since % every == 0)
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
         baseline = state.snapshots[2]
-        A = jnp.where(valid, lam[:, None, None] * state.A + Y.T @ Y, state.A)
-        b = jnp.where(valid, lam[:, None] * state.b + Y.T @ e, state.b)
-        # the change since the last alarm, against its baseline
-        Yc, measured = rows[:, columns], valid & state.alarmed
-        change_A = jnp.where(measured, state.change_A + Yc.T @ Yc, state.change_A)
-        change_b = jnp.where(measured, state.change_b + Yc.T @ (target - rows @ state.baseline), state.change_b)
+        # the windows forget, the change since the alarm does not; one product for all sums
+        z = jnp.concatenate([Y, e[:, None], Y_noise, e_baseline[:, None]], axis=1)
+        Z = z.T @ z
+        YY, Ye = jnp.stack([Z[:10, :10], Z[11:21, 11:21]]), jnp.stack([Z[:10, 10], Z[11:21, 21]])
+        keep = jnp.concatenate([lam, jnp.ones(1, dtype)])
+        A = jnp.where(valid, keep[:, None, None] * state.A + YY[jnp.array([0, 0, 1])], state.A)
+        b = jnp.where(valid, keep[:, None] * state.b + Ye[jnp.array([0, 0, 1])], state.b)
         new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
-                                   state.baseline, change_A, change_b)
-        # after an alarm: an empty window, snapshots of the restored baseline, a new change
+                                   state.baseline)
+        # after an alarm: empty fits, snapshots of the restored baseline
         restart = PayloadDetectorState(jnp.zeros_like(A), jnp.zeros_like(b), jnp.zeros((), jnp.int32), jnp.ones((), bool),
-                                       jnp.broadcast_to(baseline, snapshots.shape), baseline, jnp.zeros_like(change_A),
-                                       jnp.zeros_like(change_b))
+                                       jnp.broadcast_to(baseline, snapshots.shape), baseline)
         new = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new, restart)
         return new, alarm, baseline, estimate[-1], std[-1]

@@ -198,7 +198,7 @@ class RobotState(NamedTuple):
 
 class PayloadTrace(NamedTuple):
     """The payload body's change since the last alarm: the detector's fit against the baseline
-    (:meth:`~dense_armor.payload_change.PayloadDetector.change`); before any alarm, the learned
+    (:meth:`~dense_armor.payload_change.PayloadDetector.fits`); before any alarm, the learned
     correction of that body against the URDF.
 
     Attributes:
@@ -342,8 +342,8 @@ class RobotLearner(Learner):
         X, target, nominal, valid = prepared
         rate = jnp.asarray(self.rate, dtype)
         residual = X @ self._deviation(state.rls.w)
-        prediction = self._gate(nominal, residual, state.trust)
         error = target - X @ state.rls.w  # the learner's own prior error
+        prediction = self._gate(nominal, residual, state.trust)
 
         # the residual's trust: its recent agreement with the URDF's error
         keep = jnp.exp(-1.0 / (jnp.asarray(self.trust_time, dtype) * rate))
@@ -366,8 +366,8 @@ class RobotLearner(Learner):
             eb = jax.scipy.linalg.solve_triangular(L, ew, lower=True)
             columns = self._columns
             Yb = jax.scipy.linalg.solve_triangular(L, Xw[:, columns], lower=True)
-            detector, alarm, baseline, _, _ = self.detector.step(
-                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid, Xw, target / scale)
+            detector, alarm, baseline, fitted, fitted_std = self.detector.step(
+                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid, Xw[:, columns], (target - X @ state.detector.baseline) / scale)
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
@@ -408,13 +408,14 @@ class RobotLearner(Learner):
         )
 
         if self.detector is not None:
-            # before any alarm, the body's learned correction; after one, the fitted change
-            fitted, fitted_std = self.detector.change(detector, correlation)
+            # before any alarm, the body's learned correction; after one, the change fitted
+            # to the samples since it
+            fitted_since = state.detector.alarmed
             learned_std = jnp.sqrt(jnp.maximum(rls_state.P[columns.start, columns.start], 0.0) * correlation)
-            change = jnp.where(detector.alarmed, fitted, rls_state.w[columns] - detector.baseline[columns])
+            change = jnp.where(fitted_since, fitted, rls_state.w[columns] - detector.baseline[columns])
             mass = change[0]
             com = change[1:4] / jnp.where(jnp.abs(mass) > 0, mass, 1.0)
-            extra = PayloadTrace(mass, jnp.where(detector.alarmed, fitted_std[0], learned_std), com)
+            extra = PayloadTrace(mass, jnp.where(fitted_since, fitted_std[0], learned_std), com)
 
         learned = RobotState(
             rls=rls_state, count=state.count + 1, rejected=state.rejected, alarms=state.alarms + alarm,
