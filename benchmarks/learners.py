@@ -77,8 +77,8 @@ class NumpyFiveFeature:
             self.window = np.roll(self.window, -1, axis=1)
             self.window[:, -1] = e / np.sqrt(s)
             median = np.median(self.window, axis=1)
-            alarm = np.abs(self.window[:, -1] - median) > 3.0 * 1.4826 * np.median(np.abs(self.window - median[:, None]), axis=1)
-            alarm.any()
+            outlier = np.abs(self.window[:, -1] - median) > 3.0 * 1.4826 * np.median(np.abs(self.window - median[:, None]), axis=1)
+            self.alarm = bool(outlier.any())
         K = Px / s[:, None]
         self.w += K * e[:, None]
         P = (self.P - np.einsum("ja,jb->jab", K, Px)) / self.lam
@@ -103,11 +103,10 @@ class NumpyShared:
     def step(self, q, qd, qdd, tau):
         pin, n = self.pin, self.n
         Y = pin.computeJointTorqueRegressor(self.model, self.data, q, qd, qdd)
+        nominal = pin.rnea(self.model, self.data, q, qd, qdd)
         if self.body is not None:
-            nominal = pin.rnea(self.model, self.data, q, qd, qdd)
             X = np.concatenate([Y[:, 10 * self.body : 10 * self.body + 10], np.diag(qd), np.diag(np.sign(qd)), np.eye(n)], 1)
         else:
-            nominal = pin.rnea(self.model, self.data, q, qd, qdd)
             X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(np.tanh(qd / self.width)), np.eye(n)], 1)
         prediction = nominal + X @ self.w
         e = tau - prediction

@@ -24,9 +24,10 @@ when the fitted mass change is both physically large and statistically clear:
 On an alarm the learner goes back to what it had learned before the change and re-learns the
 payload on its own: the detector keeps a few snapshots of the learner's parameters, a window
 apart, and the one at least two windows old is the baseline (3 s by default: an alarm that late
-after the change still finds a baseline the change had not bent). The learner restores it, gives the payload body a payload prior (independent of the rest)
-and, for ``hold`` seconds, learns only that body: a payload's mass enters the torques only in
-combinations with the bodies before it, which the rest of the robot could otherwise absorb.
+after the change still finds a baseline the change had not bent). The learner restores it,
+gives the payload body a payload prior (independent of the rest) and, for ``hold`` seconds,
+learns only that body: a payload's mass enters the torques only in combinations with the
+bodies before it, which the rest of the robot could otherwise absorb.
 
 The change reported is measured against the baseline, not read from the learner's parameters
 (which go on to share it with the bodies before the payload, an unidentifiable split): from the
@@ -197,10 +198,11 @@ class PayloadDetector(eqx.Module):
         # the windows forget, the change since the alarm does not; one product for all sums
         z = jnp.concatenate([Y, e[:, None], Y_noise, e_baseline[:, None]], axis=1)
         Z = z.T @ z
-        YY, Ye = jnp.stack([Z[:10, :10], Z[11:21, 11:21]]), jnp.stack([Z[:10, 10], Z[11:21, 21]])
+        YY = jnp.stack([Z[:10, :10], Z[:10, :10], Z[11:21, 11:21]])  # (short, long, change)
+        Ye = jnp.stack([Z[:10, 10], Z[:10, 10], Z[11:21, 21]])
         keep = jnp.concatenate([lam, jnp.ones(1, dtype)])
-        A = jnp.where(valid, keep[:, None, None] * state.A + YY[jnp.array([0, 0, 1])], state.A)
-        b = jnp.where(valid, keep[:, None] * state.b + Ye[jnp.array([0, 0, 1])], state.b)
+        A = jnp.where(valid, keep[:, None, None] * state.A + YY, state.A)
+        b = jnp.where(valid, keep[:, None] * state.b + Ye, state.b)
         new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
                                    state.baseline)
         # after an alarm: empty fits, snapshots of the restored baseline

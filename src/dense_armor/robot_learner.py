@@ -342,8 +342,8 @@ class RobotLearner(Learner):
         X, target, nominal, valid = prepared
         rate = jnp.asarray(self.rate, dtype)
         residual = X @ self._deviation(state.rls.w)
-        error = target - X @ state.rls.w  # the learner's own prior error
         prediction = self._gate(nominal, residual, state.trust)
+        error = target - X @ state.rls.w  # the learner's own prior error
 
         # the residual's trust: its recent agreement with the URDF's error
         keep = jnp.exp(-1.0 / (jnp.asarray(self.trust_time, dtype) * rate))
@@ -367,7 +367,8 @@ class RobotLearner(Learner):
             columns = self._columns
             Yb = jax.scipy.linalg.solve_triangular(L, Xw[:, columns], lower=True)
             detector, alarm, baseline, fitted, fitted_std = self.detector.step(
-                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid, Xw[:, columns], (target - X @ state.detector.baseline) / scale)
+                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid,
+                Xw[:, columns], (target - X @ state.detector.baseline) / scale)
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
