@@ -228,7 +228,8 @@ class RobotLearner(Learner):
             the payload detector does not catch (friction with temperature, wear, a light
             payload) is followed, slowly, rather than never.
         noise_time: s, the memory of the noise estimate.
-        trust_time: s, the memory of the residual's trust.
+        trust_time: s, the memory of the residual's trust (short: a dropped payload makes the
+            residual wrong in one sample).
         detector: a :class:`~dense_armor.payload_change.PayloadDetector` (default), or
             ``None`` for no payload detection.
         link: the link carrying the payload; default the link of the last body.
@@ -253,7 +254,7 @@ class RobotLearner(Learner):
     forgets: bool = eqx.field(static=True)
 
     def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
-                 lam: float | None = None, memory: float | None = MEMORY, noise_time: float = 10.0, trust_time: float = 0.05,
+                 lam: float | None = None, memory: float | None = MEMORY, noise_time: float = 10.0, trust_time: float = 0.01,
                  detector: PayloadDetector | None = PayloadDetector(), link: str | None = None,
                  consistent: bool = False):
         for name, value in (("rate", rate), ("coulomb_width", coulomb_width), ("noise_time", noise_time),
