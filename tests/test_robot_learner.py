@@ -166,6 +166,9 @@ def test_a_payload_picked_up_is_detected_and_measured_from_the_baseline():
     # the rest of the robot was kept: the friction learned before the change is still there
     est = robot_estimate(learner, state)
     np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.03)
+    # the noise is white, and the re-learning the alarm started is no correlation: else the
+    # detector, its deviations multiplied by the correlation time, is blind to the next change
+    assert 1.0 <= float(est.correlation) < 2.0, est.correlation
 
 
 def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():

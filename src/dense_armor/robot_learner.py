@@ -155,9 +155,10 @@ class NoiseState(NamedTuple):
     Attributes:
         variance: (n,) each joint's noise variance ``r_j``, (N m)^2.
         weight: () samples behind it (its averaging weight saturates at ``noise_time``).
-        lag: (n,) exponentially weighted ``sum e_t e_{t-1}`` of the whitened prior errors.
+        lag: (n,) exponentially weighted ``sum e_t e_{t-1}`` of the standardised prior errors
+            (each over its predictive standard deviation, noise and parameters).
         power: (n,) the same of ``e_t^2``.
-        last: (n,) the last whitened prior error.
+        last: (n,) the last standardised prior error.
     """
 
     variance: jax.Array
@@ -358,6 +359,10 @@ class RobotLearner(Learner):
 
         rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
         XP = Xw @ state.rls.P  # the update's largest product, computed once
+        # the prior errors over their predictive spread (noise and the parameters' uncertainty):
+        # what the errors' correlation is measured on, so that a transient the learner expects
+        # (a body re-opened after an alarm) cannot pass for correlated noise
+        standard = ew / jnp.sqrt(1.0 + jnp.sum(XP * Xw, axis=1))
         rows, y = Xw, target / scale
         if self.detector is not None:
             # errors whitened by their prior covariance, I + tau X P X' (the parameters'
@@ -402,11 +407,11 @@ class RobotLearner(Learner):
         # like noise: a change it has not followed is correlated by nature, and must not blind
         # the payload test (before, every sample counts: the learner's own transient is no change)
         settled = 0.0 if self.detector is None else jnp.asarray(self.detector.arm_after, dtype) * rate
-        noisy = (raw < NOISE_CLIP) | (state.count < settled)
+        noisy = ((raw < NOISE_CLIP) & (standard**2 < NOISE_CLIP)) | (state.count < settled)
         noise = NoiseState(
             variance=jnp.maximum(variance, floor), weight=weight,
-            lag=jnp.where(noisy, decay * noise.lag + ew * noise.last, noise.lag),
-            power=jnp.where(noisy, decay * noise.power + ew**2, noise.power), last=ew,
+            lag=jnp.where(noisy, decay * noise.lag + standard * noise.last, noise.lag),
+            power=jnp.where(noisy, decay * noise.power + standard**2, noise.power), last=standard,
         )
 
         if self.detector is not None:
