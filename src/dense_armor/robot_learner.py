@@ -30,8 +30,8 @@ time, and the payload detector and the reported standard deviations account for 
 Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.prediction`,
 is the URDF's plus the learned residual ``r = X w`` times a trust ``c_j`` in [0, 1]: the
 least-squares coefficient of the URDF's recent error on the learner's recent residual,
-``c_j = sum lam^k e_j r_j / sum lam^k r_j^2`` over ``trust_time`` seconds (0 before any
-evidence). It is the learner's predictive uncertainty measured on its own predictions: 0 (the
+``c_j = sum lam^k e_j r_j / sum lam^k r_j^2`` over ``trust_time`` seconds, at least
+:data:`TRUST_SAMPLES` samples (0 before any evidence). It is the learner's predictive uncertainty measured on its own predictions: 0 (the
 URDF's torque) while the residual has not yet explained the URDF's error, near 1 once it does,
 smaller when the residual overshoots. The result is limited to the URDF's effort limits.
 
@@ -91,6 +91,9 @@ PRIOR_SAMPLES = 10.0
 #: A sample moves the noise estimate as if its error were at most this many variances: an
 #: outlier, or a change the learner has not yet followed, cannot inflate it quickly.
 NOISE_CLIP = 4.0
+#: The trust's memory, in samples, is at least this: a coefficient fitted to fewer samples is
+#: noise, and clipped at 1 it would add that noise to the prediction.
+TRUST_SAMPLES = 5.0
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
 
@@ -230,7 +233,7 @@ class RobotLearner(Learner):
             payload) is followed, slowly, rather than never.
         noise_time: s, the memory of the noise estimate.
         trust_time: s, the memory of the residual's trust (short: a dropped payload makes the
-            residual wrong in one sample).
+            residual wrong in one sample), at least :data:`TRUST_SAMPLES` samples.
         detector: a :class:`~dense_armor.payload_change.PayloadDetector` (default), or
             ``None`` for no payload detection.
         link: the link carrying the payload; default the link of the last body.
@@ -348,7 +351,7 @@ class RobotLearner(Learner):
         error = target - X @ state.rls.w  # the learner's own prior error
 
         # the residual's trust: its recent agreement with the URDF's error
-        keep = jnp.exp(-1.0 / (jnp.asarray(self.trust_time, dtype) * rate))
+        keep = jnp.exp(-1.0 / jnp.maximum(jnp.asarray(self.trust_time, dtype) * rate, TRUST_SAMPLES))
         trust = TrustState(keep * state.trust.cross + target * residual, keep * state.trust.power + residual**2)
 
         # rows whitened by each joint's noise level
