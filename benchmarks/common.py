@@ -111,13 +111,19 @@ def pinocchio_model(xml: str):
     return pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
 
 
-def in_child(script: str, *args: str) -> dict:
-    """Run ``python script --child *args`` in a fresh process and return the JSON it prints last.
+def in_child(script: str, *args: str, env: dict | None = None, timeout: float | None = None) -> dict | None:
+    """Run ``python script --child *args`` in a fresh process and return the JSON it prints last
+    (``None`` if it did not finish within ``timeout`` seconds).
 
     Single-call timings are taken in child processes, one per setting of JAX's asynchronous
     CPU dispatch: the setting is read when the CPU client starts, and changing it in a running
-    process left later calls several-fold slower here.
+    process left later calls several-fold slower here. ``env`` adds to the environment (XLA
+    flags are read when the CPU client starts, too).
     """
     command = [sys.executable, script, "--child", *args]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, env=os.environ)
+    try:
+        out = subprocess.run(command, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -20,9 +20,10 @@ float64:
   Coulomb and offset per joint);
 - the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples);
 - vmapped batches: 1024 two-link five-feature learners x 400 samples (each its own payload), and
-  64 Panda whole-robot learners x 200 samples (in blocks of 100: ``replay`` prepares a block's
-  features at once, 5.5 kB a sample here; larger batches hung, see ``BATCH``), against a loop
-  of the same replay, robot by robot.
+  1024 Panda whole-robot learners x 1000 samples (in blocks of 50: ``replay`` prepares a block's
+  features at once), against a loop of the same replay, robot by robot. The whole-robot batch runs
+  with XLA:CPU's concurrency-optimised scheduler off (``SCHEDULER``): with JAX's defaults it hangs
+  on this vmap from about 128 learners; a probe of that size says whether it still does.
 
 Single calls are timed in interleaved rounds (reference, ``learn_one``, ``Stepper``, in turn),
 so their ratios hold while the machine's speed drifts. Writes the "Online learner" section of
@@ -43,9 +44,13 @@ ROBOTS = ("2-link", "UR5", "Panda")
 KINDS = ("five-feature", "drift-aware", "payload", "robot")
 LAM = 0.99
 RATE = 1000.0  # Hz, the whole-robot learner's sampling rate
-# Panda whole-robot learners x samples in one vmap: 1024 x 1000 hung XLA:CPU here (every thread
-# waiting, no CPU used), 256 x 1000 did not finish in 5 minutes, 64 x 200 runs
-BATCH, SAMPLES = 64, 200
+# Panda whole-robot learners x samples in one vmap. With JAX's defaults, XLA:CPU's
+# concurrency-optimised scheduler hangs on this vmap from about 128 learners (every thread
+# waiting, no CPU used; 96 run): the batch is measured with it off, and the defaults probed.
+BATCH, SAMPLES = 1024, 1000
+PROBE = 128, 100
+SCHEDULER = {"XLA_FLAGS": "--xla_cpu_enable_concurrency_optimized_scheduler=false"}
+PROBE_TIMEOUT = 120.0  # s; the probe compiles in about 6 s and runs in 1
 
 
 # ----------------------------------------------------------------------------- NumPy + Pinocchio
@@ -218,7 +223,7 @@ def measure_replays(quick: bool) -> dict:
 
 
 def measure_batches(quick: bool) -> dict:
-    """The vmapped batches and, for the whole-robot learner, a loop of single replays."""
+    """The five-feature learners' vmapped batch."""
     import jax
     import jax.numpy as jnp
 
@@ -242,19 +247,29 @@ def measure_batches(quick: bool) -> dict:
         jax.block_until_ready(run(traj))
         out["five-feature"] = {"B": B, "T": T, "compile": time.perf_counter() - start,
                                "seconds": median_us(lambda: jax.block_until_ready(run(traj)), 3, 0) / 1e6}
+    return out
 
+
+def measure_robot_batch(quick: bool, batch) -> dict:
+    """``B`` Panda whole-robot learners x ``T`` samples in one vmap, and a loop of single replays."""
+    import jax
+
+    from dense_armor.learners import Sample, replay
+
+    B, T = batch
+    block = min(T, 50)  # replay prepares a block's features at once: 5.5 kB a sample
+    with jax.enable_x64(True):
         robot = wrapper("robot", robots()["Panda"])
         core, state = robot.learner, robot.state
-        B, T, block = (16, 200, 100) if quick else (BATCH, SAMPLES, 100)
         traj = jax.device_put(Sample(*(a.reshape(B, T // block, block, -1) for a in trajectory(robots()["Panda"], B * T, seed=2))))
 
         def blocks(traj):  # the final state; blocks of samples bound the features replay prepares
             return jax.lax.scan(lambda s, piece: (replay(core, s, piece)[0], None), state, traj)[0]
 
-        run = jax.jit(jax.vmap(blocks))
         start = time.perf_counter()
-        jax.block_until_ready(run(traj))
+        run = jax.jit(jax.vmap(blocks)).lower(traj).compile()
         compile_s = time.perf_counter() - start
+        jax.block_until_ready(run(traj))
         start = time.perf_counter()
         jax.block_until_ready(run(traj))
         seconds = time.perf_counter() - start
@@ -264,15 +279,15 @@ def measure_batches(quick: bool) -> dict:
         start = time.perf_counter()
         for k in range(loop):
             jax.block_until_ready(one(jax.tree.map(lambda a, k=k: a[k], traj)))
-        out["robot"] = {"B": B, "T": T, "compile": compile_s, "seconds": seconds,
-                        "loop_rate": loop * T / (time.perf_counter() - start), "loop": loop}
-    return out
+        return {"B": B, "T": T, "compile": compile_s, "seconds": seconds,
+                "loop_rate": loop * T / (time.perf_counter() - start), "loop": loop}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, shorter replays, smaller batches")
-    parser.add_argument("--child", choices=("calls", "replays", "batches"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("calls", "replays", "batches", "robot-batch"), help=argparse.SUPPRESS)
+    parser.add_argument("--batch", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -280,14 +295,20 @@ def main(argv=None):
             import jax
 
             jax.config.update("jax_cpu_enable_async_dispatch", False)
-        measure = {"calls": measure_calls, "replays": measure_replays, "batches": measure_batches}[args.child]
-        print(json.dumps(measure(args.quick)))
+        if args.child == "robot-batch":
+            print(json.dumps(measure_robot_batch(args.quick, args.batch)))
+        else:
+            measure = {"calls": measure_calls, "replays": measure_replays, "batches": measure_batches}[args.child]
+            print(json.dumps(measure(args.quick)))
         return
     quick = ["--quick"] if args.quick else []
     default = in_child(__file__, "calls", *quick)
     tuned = in_child(__file__, "calls", "--sync", *quick)
     replays = in_child(__file__, "replays", *quick)
     batches = in_child(__file__, "batches", *quick)
+    batch = [str(x) for x in ((16, 200) if args.quick else (BATCH, SAMPLES))]
+    robot = in_child(__file__, "robot-batch", "--batch", *batch, *quick, env=SCHEDULER)
+    probe = in_child(__file__, "robot-batch", "--batch", *map(str, PROBE), *quick, timeout=PROBE_TIMEOUT)
 
     header = ["robot", "learner", "NumPy + Pinocchio (us)", "learn_one (us)", "learn_one / NumPy",
               "Stepper (us)", "Stepper / NumPy", "tuned: learn_one / NumPy", "tuned: Stepper / NumPy",
@@ -299,14 +320,18 @@ def main(argv=None):
             rows.append([name, kind, f"{d['numpy']:.1f}", f"{d['learn_one']:.1f}", f"{d['learn_one'] / d['numpy']:.2f}x",
                          f"{d['stepper']:.1f}", f"{d['stepper'] / d['numpy']:.2f}x", f"{t['learn_one'] / t['numpy']:.2f}x",
                          f"{t['stepper'] / t['numpy']:.2f}x", f"{replays[f'{name}/{kind}']:.2f}", f"{d['compile']:.1f}"])
-    five, robot = batches["five-feature"], batches["robot"]
+    five = batches["five-feature"]
+    defaults = (f"with JAX's defaults, {PROBE[0]} x {PROBE[1]} did not finish in {PROBE_TIMEOUT:.0f} s (XLA:CPU's "
+                "concurrency-optimised scheduler hangs on it: every thread waiting, no CPU used)" if probe is None else
+                f"with JAX's defaults, {PROBE[0]} x {PROBE[1]} ran at {PROBE[0] * PROBE[1] / probe['seconds']:,.0f} samples/s")
     body = table(header, rows) + (
         f"\n\nBatches, one vmapped `learners.replay` after compiling: {five['B']} two-link five-feature learners (each "
         f"its own payload) x {five['T']} samples in {five['seconds'] * 1e3:.1f} ms ({five['B'] * five['T'] / five['seconds'] / 1e6:.2f} "
         f"M samples/s, compiled in {five['compile']:.1f} s); {robot['B']} Panda whole-robot learners x {robot['T']} samples in "
         f"{robot['seconds']:.1f} s ({robot['B'] * robot['T'] / robot['seconds']:,.0f} samples/s, compiled in "
-        f"{robot['compile']:.1f} s) against {robot['loop_rate']:,.0f} samples/s for a loop of single replays "
-        f"({robot['loop']} robots), {robot['B'] * robot['T'] / robot['seconds'] / robot['loop_rate']:.2f}x.\n\n"
+        f"{robot['compile']:.1f} s) with `XLA_FLAGS={SCHEDULER['XLA_FLAGS']}`, against {robot['loop_rate']:,.0f} samples/s "
+        f"for a loop of single replays ({robot['loop']} robots), {robot['B'] * robot['T'] / robot['seconds'] / robot['loop_rate']:.2f}x; "
+        f"{defaults}.\n\n"
         "How to read it. Every column but the two \"tuned\" ones is measured in a fresh process with JAX's defaults "
         "(asynchronous dispatch on, 64-bit off outside the classes, which enter `jax.enable_x64` themselves); the "
         "tuned columns in a process with asynchronous dispatch off. Single calls: medians over interleaved rounds "
