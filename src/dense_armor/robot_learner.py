@@ -31,9 +31,10 @@ Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.pr
 is the URDF's plus the learned residual ``r = X w`` times a trust ``c_j`` in [0, 1]: the
 least-squares coefficient of the URDF's recent error on the learner's recent residual,
 ``c_j = sum lam^k e_j r_j / sum lam^k r_j^2`` over ``trust_time`` seconds, at least
-:data:`TRUST_SAMPLES` samples (0 before any evidence). It is the learner's predictive uncertainty measured on its own predictions: 0 (the
-URDF's torque) while the residual has not yet explained the URDF's error, near 1 once it does,
-smaller when the residual overshoots. The result is limited to the URDF's effort limits.
+:data:`TRUST_SAMPLES` samples (0 before any evidence). It is the learner's predictive
+uncertainty measured on its own predictions: 0 (the URDF's torque) while the residual has not
+yet explained the URDF's error, near 1 once it does, smaller when the residual overshoots. The
+result is limited to the URDF's effort limits.
 
 Payload changes. A :class:`~dense_armor.payload_change.PayloadDetector` tests the payload
 body's parameters for a change; on an alarm that body's covariance is re-opened and the rest of
