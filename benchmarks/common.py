@@ -51,6 +51,28 @@ def robots() -> dict[str, str]:
     }
 
 
+def serial_chain(n: int, seed: int = 0) -> str:
+    """URDF text of a serial chain of ``n`` revolute joints with random axes, placements and
+    inertias (each link 0.5-2 kg, 0.2 m from its parent)."""
+    rng = np.random.default_rng(seed)
+    parts = ['<robot name="chain%d"><link name="link_0"/>' % n]
+    for i in range(1, n + 1):
+        com = rng.uniform(-0.1, 0.1, 3)
+        axis = rng.normal(size=3)
+        axis /= np.linalg.norm(axis)
+        xyz = (*rng.uniform(-0.1, 0.1, 2), 0.2)
+        parts.append(
+            f'<link name="link_{i}"><inertial><origin xyz="{com[0]:.4f} {com[1]:.4f} {com[2]:.4f}"/>'
+            f'<mass value="{rng.uniform(0.5, 2.0):.4f}"/>'
+            '<inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.025"/></inertial></link>'
+            f'<joint name="joint_{i}" type="revolute"><parent link="link_{i - 1}"/><child link="link_{i}"/>'
+            f'<origin xyz="{xyz[0]:.3f} {xyz[1]:.3f} {xyz[2]:.3f}" rpy="{" ".join(f"{a:.3f}" for a in rng.uniform(-1, 1, 3))}"/>'
+            f'<axis xyz="{axis[0]:.4f} {axis[1]:.4f} {axis[2]:.4f}"/>'
+            '<limit effort="100" velocity="2" lower="-3" upper="3"/></joint>'
+        )
+    return "".join(parts) + "</robot>"
+
+
 def median_us(fn, repeats: int = 2000, warmup: int = 20) -> float:
     """Median wall time of ``fn()`` in microseconds."""
     return interleaved_us({"fn": fn}, rounds=1, per_round=repeats, warmup=warmup)["fn"]

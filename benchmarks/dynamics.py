@@ -11,7 +11,10 @@ its two fingers, 9 joints), float64:
 * one ``vmap`` call over 1024 states of ``(crba, nonlinear_effects, generalized_gravity)``,
   next to Pinocchio looping over the same states;
 * compile time of each function (``jit(...).lower(...).compile()``, a fresh process, so no
-  compilation cache).
+  compilation cache);
+* the cost against the number of bodies: serial chains of 8, 16, 32 and 64 random revolute
+  joints (``common.serial_chain``), one call of ``rnea``, ``crba`` and ``aba`` and its compile
+  time, beside Pinocchio's on the same chains.
 
 Single calls are measured twice, in two child processes: with JAX's asynchronous CPU dispatch
 (the default) and without (``jax_cpu_enable_async_dispatch = False``). The model is put on the
@@ -36,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section  # noqa: E402
+from common import example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model, robots, serial_chain, table, write_section  # noqa: E402
 
 HEADING = "Rigid-body dynamics"
 NOTES = """\
@@ -184,6 +187,58 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
     return results
 
 
+CHAINS = (8, 16, 32, 64)
+SCALED = ("rnea", "crba", "aba")
+
+
+def scaling(async_dispatch: bool) -> dict:
+    """One child process: one call and the compile time of ``rnea``, ``crba`` and ``aba`` on
+    serial chains, beside Pinocchio's same calls."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_cpu_enable_async_dispatch", async_dispatch)
+    import jax.numpy as jnp
+    import pinocchio as pin
+
+    from dense_armor import dynamics
+    from dense_armor.urdf import parse_urdf
+
+    results = {}
+    for n in CHAINS:
+        xml = serial_chain(n)
+        model = jax.device_put(parse_urdf(xml))
+        q, qd, x = (jnp.asarray(a[0]) for a in _states(n, 1))
+        args = {"rnea": (model, q, qd, x), "crba": (model, q), "aba": (model, q, qd, x)}
+        pm = pinocchio_model(xml)
+        pdata = pm.createData()
+        pq, pqd, px = (np.asarray(a) for a in (q, qd, x))
+        pin_args = {"rnea": (pq, pqd, px), "crba": (pq,), "aba": (pq, pqd, px)}
+        r, calls = {}, {}
+        for fn in SCALED:
+            f = getattr(dynamics, fn)
+            start = time.perf_counter()
+            compiled = f.lower(*args[fn]).compile()
+            r[f"compile_{fn}"] = time.perf_counter() - start
+            calls[fn] = lambda c=compiled, a=args[fn]: jax.block_until_ready(c(*a))
+            calls[f"pin_{fn}"] = lambda f=getattr(pin, fn), a=pin_args[fn]: f(pm, pdata, *a)
+        results[n] = r | interleaved_us(calls, rounds=10, per_round=100)
+    return results
+
+
+def render_scaling(r: dict) -> str:
+    """The chains' table: each call, and its ratio to the 8-joint chain's."""
+    rows = []
+    for n, x in r.items():
+        first = r[CHAINS[0]]
+        rows.append([str(n), *(f"{fmt(x[fn])} ({x[fn] / first[fn]:.1f}x)" for fn in SCALED),
+                     *(f"{fmt(x[f'pin_{fn}'], 2)} ({x[f'pin_{fn}'] / first[f'pin_{fn}']:.1f}x)" for fn in SCALED),
+                     *(fmt(x[f"compile_{fn}"], 2) for fn in SCALED)])
+    return ("Serial chains of random revolute joints, one call from Python, median us (in brackets: "
+            "against the 8-joint chain), synchronous dispatch, and compile time, s:\n\n" + table(
+        ["joints", *(f"`{fn}`" for fn in SCALED), *(f"Pinocchio `{fn}`" for fn in SCALED), *(f"compile `{fn}`" for fn in SCALED)], rows))
+
+
 def _pinocchio(xml: str, n: int, q, qd, qdd):
     """Pinocchio's model and data for ``xml``, and the arguments of its calls at one state."""
     pm = pinocchio_model(xml)
@@ -242,14 +297,17 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--calls-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--async-dispatch", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
+    parser.add_argument("--scaling", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.robots, args.async_dispatch == "on", not args.calls_only)))
+        measured = scaling(args.async_dispatch == "on") if args.scaling else measure(args.robots, args.async_dispatch == "on", not args.calls_only)
+        print(json.dumps(measured))
         return
     start = time.perf_counter()
     sync = child(args.robots, async_dispatch=False, full=True)
     asyn = child(args.robots, async_dispatch=True, full=False)
-    body = render(sync, asyn)
+    chains = {int(n): x for n, x in in_child(__file__, "--scaling", "--async-dispatch", "off").items()}
+    body = render(sync, asyn) + "\n\n" + render_scaling(chains)
     print(body)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if not args.no_docs:

@@ -1,5 +1,9 @@
 """The compiled shape of the dynamics on Panda: a guard against fusion cliffs, without timing.
 
+These count what one jaxlib version's XLA emits, so they are benchmarks of compilation rather
+than tests of behaviour: they run under the ``perf`` marker (``python -m pytest -m perf``),
+outside the default run and CI, except the check that a structure compiles once.
+
 XLA:CPU's fusion decisions decide the speed of these functions far more than their arithmetic
 (``docs/benchmarks.md``): a concatenate of more than 8 operands, or a scalar shared by more
 than 15 outputs, splits one kernel into dozens that recompute each other's work, and more than
@@ -26,8 +30,6 @@ from dense_armor.urdf import parse_urdf
 
 PANDA = "panda_description/urdf/panda.urdf"
 
-# kernel counts of one jaxlib version: a benchmark of how XLA compiles, not behaviour
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,7 @@ def compiled_counts(fn, *args) -> tuple[int, int]:
     return kernels, multiplies
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize(
     "fn, nargs, max_kernels, max_multiplies",
     [
@@ -64,6 +67,7 @@ def test_no_fusion_cliff(panda, fn, nargs, max_kernels, max_multiplies):
     assert multiplies <= max_multiplies, f"{fn.__name__}: {multiplies} multiplies > {max_multiplies} (recomputation?)"
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("fn, nargs", [(rnea, 3), (crba, 1)])
 def test_scan_reads_the_model_outside_its_loop(panda, fn, nargs):
     """What depends only on the model (its joint frames, read by one gather) is computed once,
@@ -95,6 +99,7 @@ def kernel_chain(fn, *args) -> list[tuple[str, set[str]]]:
     return kernels
 
 
+@pytest.mark.perf
 def test_regressor_is_a_chain_of_kernels(panda):
     """Every kernel of the regressor reads the output of the kernel before it: XLA:CPU then runs
     them in order on the calling thread, however many there are (37 independent kernels went to
@@ -106,6 +111,7 @@ def test_regressor_is_a_chain_of_kernels(panda):
         assert before in sources, f"{name} does not read {before}: {chain}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn, nargs", [(rnea, 3), (crba, 1)])
 def test_compiles_once_per_structure(panda, fn, nargs):
     """New values and a re-parsed model reuse one trace."""

@@ -53,6 +53,7 @@ from urdf_factory import (  # noqa: E402
 
 from dense_armor.dynamics import (  # noqa: E402
     aba,
+    body_regressor,
     crba,
     forward_kinematics,
     frame_jacobian,
@@ -61,6 +62,7 @@ from dense_armor.dynamics import (  # noqa: E402
     nonlinear_effects,
     rnea,
 )
+from dense_armor.dynamics import traversal  # noqa: E402
 from dense_armor.urdf import URDFWarning, parse_urdf  # noqa: E402
 
 RTOL64 = 1e-10
@@ -253,6 +255,19 @@ def test_limits_match_urdf(name):
 
 @pytest.mark.parametrize("name", CASES64)
 def test_float64_matches_pinocchio(name):
+    check_float64(name)
+
+
+@pytest.mark.parametrize("name", CASES64)
+def test_the_walk_over_levels_matches_pinocchio(name, monkeypatch):
+    """The same with every tree walked level by level in a ``lax.scan`` (what trees of more
+    than ``UNROLLED_BODIES`` bodies get), ``aba`` by the articulated-body algorithm."""
+    monkeypatch.setattr(traversal, "UNROLLED_BODIES", 0)
+    assert isinstance(traversal.walk(case(name).model.parents), traversal.Levels)
+    check_float64(name)
+
+
+def check_float64(name):
     c = case(name)
     q, qd, qdd, tau = c.states(seed=1)
     ref = c.reference(q, qd, qdd, tau)
@@ -389,3 +404,22 @@ def test_jit_matches_eager(name):
     }
     for key in compiled:
         assert_close(compiled[key], eager[key], 1e-13, f"{name} {key}: jit vs eager")
+
+
+def test_a_deep_tree_is_walked_by_levels_and_matches_pinocchio():
+    """A tree of 24 joints, past ``UNROLLED_BODIES``, compiled: its walk is the ``lax.scan``
+    over depth levels, and ``aba`` the articulated-body algorithm."""
+    tree = random_tree(1, n_movable=24)
+    model = parse_urdf(tree.xml)
+    assert isinstance(traversal.walk(model.parents), traversal.Levels)
+    oracle = PinOracle(tree.xml, joint_names=model.joint_names)
+    rng = np.random.default_rng(0)
+    q, qd, qdd = rng.uniform(-1, 1, (3, model.n))
+    tau = oracle.rnea(q, qd, qdd)
+    assert_close(rnea(model, q, qd, qdd), tau, RTOL64, "rnea")
+    assert_close(generalized_gravity(model, q), oracle.generalized_gravity(q), RTOL64, "generalized_gravity")
+    assert_close(aba(model, q, qd, tau), qdd, RTOL64, "aba")
+    assert_close(crba(model, q), oracle.crba(q), RTOL64, "crba")
+    body = model.n - 1
+    assert_close(body_regressor(model, q, qd, qdd, body), oracle.joint_torque_regressor(q, qd, qdd)[:, 10 * body :], RTOL64,
+                 "body_regressor")

@@ -66,7 +66,7 @@ import numpy as np
 from dense_armor import rls
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.inverse_dynamics import _rnea
+from dense_armor.dynamics import generalized_gravity, rnea
 from dense_armor.model import Model
 from dense_armor.packing import Layout
 
@@ -296,8 +296,8 @@ class ResidualLearner(Learner):
         _, (q, qd, qdd) = tr.check(self.model, q=q, qd=qd, qdd=qdd)
         q, qd, qdd = (a.astype(dtype) for a in (q, qd, qdd))
         # Each RNEA computed once, not once per entry of what reads it (tr.materialize).
-        nominal = tr.materialize(_rnea(self.model, q, qd, qdd, dtype))
-        gravity = tr.materialize(_rnea(self.model, q, None, None, dtype))
+        nominal = tr.materialize(rnea(self.model, q, qd, qdd))
+        gravity = tr.materialize(generalized_gravity(self.model, q))
         x = jnp.stack([qdd, qd, jnp.sign(qd), gravity, jnp.ones_like(q)], axis=-1)
         return x, nominal
 

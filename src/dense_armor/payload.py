@@ -87,8 +87,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import inertial, learners, rls, spatial
+from dense_armor.dynamics import body_regressor, rnea
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.inverse_dynamics import _rnea, body_accelerations
 from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response
 from dense_armor.model import Model
 
@@ -181,79 +181,6 @@ def _frame_transform(model: Model, frame: int):
         return None
     Rt, pt = spatial.as_tuple(R), spatial.as_tuple(p)
     return np.array([spatial.rigid_params_to_parent(tuple(np.eye(10)[k]), Rt, pt) for k in range(10)]).T
-
-
-def _cross_axis(k: int, x, zero):
-    """``e_k x x`` for the unit axis ``e_k``, without multiplying by its zeros."""
-    return ((zero, -x[2], x[1]), (x[2], zero, -x[0]), (-x[1], x[0], zero))[k]
-
-
-_INERTIA_PAIRS = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # SPEC order of I_xx .. I_zz
-
-
-def _unit_forces(v, a, zero):
-    """The spatial force ``I a + v x* I v`` of a body for each of its 10 unit parameters.
-
-    A rigid body's force is linear in its parameters ``(m, h, I)``: with ``v = (w, u)`` and
-    ``a = (wd, ud)`` (``ud`` the origin's acceleration, gravity included), the mass gives
-    ``(0, ud + w x u)``, ``h_k`` gives ``(e_k x ud + w x (e_k x u) - u x (e_k x w),
-    -(e_k x wd) - w x (e_k x w))`` and an entry of ``I`` gives ``(E wd + w x E w, 0)``.
-    Written out so that no product by a structural zero is traced.
-    """
-    (w, u), (wd, ud) = v, a
-    zeros = (zero, zero, zero)
-    forces = [(zeros, spatial.add(ud, spatial.cross(w, u)))]
-    for k in range(3):
-        n = spatial.sub(
-            spatial.add(_cross_axis(k, ud, zero), spatial.cross(w, _cross_axis(k, u, zero))),
-            spatial.cross(u, _cross_axis(k, w, zero)),
-        )
-        f = spatial.add(_cross_axis(k, wd, zero), spatial.cross(w, _cross_axis(k, w, zero)))
-        forces.append((n, spatial.scale(-1.0, f)))
-    for i, j in _INERTIA_PAIRS:
-
-        def E(x, i=i, j=j):  # the unit symmetric matrix of entry (i, j) times x
-            out = [zero, zero, zero]
-            out[i], out[j] = x[j], x[i]
-            return tuple(out)
-
-        forces.append((spatial.add(E(wd), spatial.cross(w, E(w))), zeros))
-    return forces
-
-
-def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
-    """The regressor columns (n, 10) of one body, ``d tau / d pi_body``, as scalar code.
-
-    The same numbers as :func:`dense_armor.dynamics.body_regressor` without differentiating
-    the RNEA: after its forward pass, each unit parameter's force (:func:`_unit_forces`) goes
-    up the body's chain to the base, ``tau_i = S_i' f`` on the way. With ``transform`` (10, 10),
-    the columns of ``pi_body = transform @ pi`` (parameters given in another frame).
-
-    Returns:
-        (n, 10) nested tuples of scalars (entries off the body's chain are zero).
-    """
-    joints = tr.joints(model, q, dtype)
-    v = tr.velocities(joints, qd)
-    a = body_accelerations(joints, v, qd, qdd)[body]
-    # the pass runs in joint frames; the parameters are the body's, in its link frame
-    B = tr.axis_basis(tr.leaf(model.axis, dtype)[body])
-    zero = jnp.zeros((), dtype)
-    forces = _unit_forces(*(tuple(spatial.matvec(B, x) for x in motion) for motion in (v[body], a)), zero)
-    if transform is not None:
-        T = tr.leaf(transform, dtype)
-        forces = [
-            jax.tree.map(lambda *fs, k=k: sum(T[l][k] * f for l, f in enumerate(fs)), *forces)
-            for k in range(10)
-        ]
-    forces = [tuple(spatial.matTvec(B, x) for x in f) for f in forces]
-    columns = [[zero] * 10 for _ in range(model.n)]
-    for k, f in enumerate(forces):
-        i = body
-        while i >= 0:
-            columns[i][k] = tr.project(joints[i], f)
-            f = spatial.force_to_parent(joints[i].R, joints[i].p, f)
-            i = joints[i].parent
-    return columns
 
 
 class PayloadLearner(Learner):
@@ -365,15 +292,10 @@ class PayloadLearner(Learner):
         """Regressor rows ``X`` (n, p) and the nominal torque (n,) at one state."""
         _, (q, qd, qdd) = tr.check(self.model, q=q, qd=qd, qdd=qdd)
         q, qd, qdd = (a.astype(dtype) for a in (q, qd, qdd))
-        n = self.model.n
-        nominal = _rnea(self.model, q, qd, qdd, dtype)
-        rows = _body_columns(self.model, q, qd, qdd, self.body, dtype, self.frame_transform)
-        # Friction columns, one per joint and term, assembled from scalars like the rest.
-        zero, one, sign = jnp.zeros((), dtype), jnp.ones((), dtype), jnp.sign(qd)
-        value = {"viscous": lambda j: qd[j], "coulomb": lambda j: sign[j], "offset": lambda j: one}
-        for j in range(n):
-            rows[j] = rows[j] + [value[t](j) if i == j else zero for t in self.friction for i in range(n)]
-        return tr.matrix(rows), nominal
+        value = {"viscous": qd, "coulomb": jnp.sign(qd), "offset": jnp.ones_like(qd)}
+        friction = [jnp.diag(value[term]) for term in self.friction]  # one column per term and joint
+        X = body_regressor(self.model, q, qd, qdd, self.body, self.frame_transform)
+        return jnp.concatenate([X, *friction], 1), rnea(self.model, q, qd, qdd)
 
     def predict(self, state: PayloadState, q, qd, qdd) -> jax.Array:
         """Predicted torque (n,): nominal plus ``X w``."""

@@ -113,10 +113,6 @@ def msub(a, b):
     return tuple(sub(ra, rb) for ra, rb in zip(a, b))
 
 
-def mscale(s, m):
-    return tuple(scale(s, row) for row in m)
-
-
 def outer(a, b):
     return tuple(tuple(x * y for y in b) for x in a)
 
@@ -242,10 +238,6 @@ def inertia_to_parent(blocks, R, p):
     pC = skew_mul(p, Cr)
     A_p = msub(madd(msub(Ar, mul_skew(Br, p)), skew_mul(p, transpose(Br))), mul_skew(pC, p))
     return A_p, madd(Br, pC), Cr
-
-
-def inertia_add(a, b):
-    return tuple(madd(x, y) for x, y in zip(a, b))
 
 
 def rigid_params_to_parent(params, R, p):

@@ -1,67 +1,67 @@
-"""Inverse dynamics by the Recursive Newton-Euler Algorithm, and its special cases."""
+"""Inverse dynamics by the Recursive Newton-Euler Algorithm, and its special cases.
+
+Featherstone (2008), *Rigid Body Dynamics Algorithms*, table 5.1, run in joint frames
+(:func:`tree.joint_frames`: each joint moves along or about z of its own frame) over a walk of
+the tree (:mod:`dense_armor.dynamics.traversal`), with gravity as an upward acceleration of the
+base.
+"""
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from dense_armor import spatial
+from dense_armor.dynamics import traversal
 from dense_armor.dynamics import tree as tr
 from dense_armor.model import Model
 
-
-def body_accelerations(joints, v, qd, qdd, gravity: bool = True) -> list:
-    """Body spatial accelerations in joint frames (:func:`tree.joint_frames`), gravity included
-    as an upward acceleration ``(0, -g)`` of the fixed base.
-
-    ``v``/``qd`` and ``qdd`` may be ``None`` (zero): their terms are left out at trace time.
-    """
-    acc = []
-    for i, joint in enumerate(joints):
-        if joint.parent >= 0:
-            w, lin = spatial.motion_to_child(joint.R, joint.p, acc[joint.parent])
-        else:
-            w, lin = (spatial.ZERO,) * 3, spatial.scale(-1.0, joint.gravity) if gravity else (spatial.ZERO,) * 3
-        if qdd is not None:
-            w, lin = (w, tr.along_z(lin, qdd[i])) if joint.prismatic else (tr.along_z(w, qdd[i]), lin)
-        if v is not None:  # v x (S qd), S = e_z
-            vw, vlin = v[i]
-            if joint.prismatic:
-                lin = spatial.add(lin, tr.cross_z(vw, qd[i]))
-            else:
-                w, lin = spatial.add(w, tr.cross_z(vw, qd[i])), spatial.add(lin, tr.cross_z(vlin, qd[i]))
-        acc.append((w, lin))
-    return acc
+Z3 = (spatial.ZERO,) * 3
 
 
-def _rnea(model: Model, q, qd, qdd, dtype, gravity: bool = True):
-    """The RNEA as traced code, (n,); ``qd``/``qdd`` ``None`` mean zero, ``gravity=False`` leaves it out."""
-    joints = tr.joints(model, q, dtype)
-    v = tr.velocities(joints, qd) if qd is not None else None
-    acc = body_accelerations(joints, v, qd, qdd, gravity)
-    forces = []
-    for i, joint in enumerate(joints):
-        f = spatial.rigid_momentum(joint.inertia, acc[i])
-        if v is not None:
-            f = spatial.sadd(f, spatial.cross_force(v[i], spatial.rigid_momentum(joint.inertia, v[i])))
-        forces.append(f)
-    tau = [None] * model.n
-    for i in reversed(range(model.n)):
-        joint = joints[i]
-        tau[i] = tr.project(joint, forces[i])
-        if joint.parent >= 0:
-            forces[joint.parent] = spatial.sadd(forces[joint.parent], spatial.force_to_parent(joint.R, joint.p, forces[i]))
-    return tr.vector(tau)
+def base_motion(model: Model, dtype) -> tuple:
+    """The base's velocity and acceleration ``(v_0, a_0)``: at rest, accelerating at ``-g``
+    (Featherstone's way of adding gravity to every body)."""
+    return (Z3, Z3), (Z3, spatial.scale(-1.0, tr.leaf(model.gravity, dtype)))
+
+
+def body_velocity(v_parent, joint: tr.Joint, qd) -> tuple:
+    """``v_i = X_i v_p + S_i qd_i``."""
+    return spatial.sadd(spatial.motion_to_child(joint.R, joint.p, v_parent), tr.joint_motion(joint.prismatic, qd))
+
+
+def body_motion(parent, joint: tr.Joint, qd, qdd) -> tuple:
+    """The forward step: ``v_i = X_i v_p + S_i qd_i``, ``a_i = X_i a_p + S_i qdd_i + v_i x S_i qd_i``."""
+    v_parent, a_parent = parent
+    v = body_velocity(v_parent, joint, qd)
+    a = spatial.sadd(spatial.motion_to_child(joint.R, joint.p, a_parent), tr.joint_motion(joint.prismatic, qdd))
+    return v, spatial.sadd(a, spatial.cross_motion(v, tr.joint_motion(joint.prismatic, qd)))
+
+
+def motions(walk, model: Model, joints, qd, qdd, dtype):
+    """Every body's velocity and acceleration in its joint frame, as per-body values of
+    ``walk``; ``qd``/``qdd`` ``None`` are zero, and their terms are not traced."""
+    return walk.forward(body_motion, base_motion(model, dtype), joints, walk.split(qd), walk.split(qdd))
+
+
+def body_force(children, joint: tr.Joint, motion) -> tuple:
+    """The backward step: ``f_i = I_i a_i + v_i x* I_i v_i + sum of the children's f``,
+    ``tau_i = S_i^T f_i``, and ``f_i`` in the parent's frame."""
+    v, a = motion
+    I = joint.inertia
+    f = spatial.sadd(spatial.sadd(spatial.rigid_momentum(I, a), spatial.cross_force(v, spatial.rigid_momentum(I, v))), children)
+    return tr.project(joint.prismatic, f), spatial.force_to_parent(joint.R, joint.p, f)
+
+
+def _rnea(model: Model, q, qd, qdd, dtype):
+    walk = traversal.walk(model.parents)
+    joints = tr.joints(walk, model, q, dtype)
+    motion = motions(walk, model, joints, qd, qdd, dtype)
+    return walk.array(walk.backward(body_force, (Z3, Z3), joints, motion))
 
 
 @jax.jit
 def rnea(model: Model, q, qd, qdd):
     """Inverse dynamics by the Recursive Newton-Euler Algorithm.
-
-    Written in scalars, unrolled over the tree and run in joint frames (see
-    :mod:`dense_armor.dynamics.tree`), so that it compiles to one kernel for up to about 15
-    joints, plus the sines and cosines of ``q`` and the model's joint frames (hoisted out of a
-    ``lax.scan``).
 
     Args:
         model: the robot.

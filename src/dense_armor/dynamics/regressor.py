@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import spatial
+from dense_armor.dynamics import traversal
 from dense_armor.dynamics import tree as tr
+from dense_armor.dynamics.inverse_dynamics import motions
 from dense_armor.dynamics.mass_matrix import motion_subspaces
 from dense_armor.model import Model
 
@@ -31,11 +33,11 @@ def body_force_regressor(motion, acceleration):
     """
     w, v = motion
     wd, vd = acceleration
-    zero = spatial.scale(0.0, w)
+    zero = (spatial.ZERO,) * 3
     columns = [(zero, spatial.add(vd, spatial.cross(w, v)))]
     for axis in range(3):
         def e_x(x, axis=axis):  # e x x for the unit vector e along axis
-            out = [0.0 * x[0]] * 3
+            out = [spatial.ZERO] * 3
             out[(axis + 1) % 3] = -x[(axis + 2) % 3]
             out[(axis + 2) % 3] = x[(axis + 1) % 3]
             return tuple(out)
@@ -44,7 +46,7 @@ def body_force_regressor(motion, acceleration):
         columns.append((n, spatial.scale(-1.0, spatial.add(e_x(wd), spatial.cross(w, e_x(w))))))
     for pairs in _INERTIA_ENTRIES:
         def E(x, pairs=pairs):
-            out = [0.0 * x[0]] * 3
+            out = [spatial.ZERO] * 3
             for r, c in pairs:
                 out[r] = out[r] + x[c]
             return tuple(out)
@@ -64,7 +66,7 @@ def _force_terms() -> tuple[tuple, np.ndarray]:
 
     def columns(x):
         motion, acceleration = (tuple(x[0:3]), tuple(x[3:6])), (tuple(x[6:9]), tuple(x[9:12]))
-        return np.array([[*n, *f] for n, f in body_force_regressor(motion, acceleration)])
+        return np.array([[0.0 if x is spatial.ZERO else x for x in (*n, *f)] for n, f in body_force_regressor(motion, acceleration)])
 
     e = np.eye(12)
     terms = [(t,) for t in range(6, 12)]
@@ -178,8 +180,38 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
     return _regressor(model, q, qd, qdd, dtype)
 
 
+def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
+    """:func:`body_regressor`: after the RNEA's forward pass, each unit parameter's force
+    (:func:`body_force_regressor`) goes up the body's chain to the base, ``tau_i = S_i' f`` on
+    the way."""
+    walk = traversal.walk(model.parents)
+    joints = tr.joints(walk, model, q, dtype)
+    # the pass runs in joint frames, the parameters are the body's in its link frame
+    B = tr.axis_basis(tr.leaf(model.axis, dtype)[body])
+    v, a = (tuple(spatial.matvec(B, x) for x in m) for m in walk.body(motions(walk, model, joints, qd, qdd, dtype), body))
+    forces = body_force_regressor(v, a)
+    if transform is not None:
+        T = tr.leaf(transform, dtype)
+        forces = [jax.tree.map(lambda *fs, k=k: sum(T[l][k] * f for l, f in enumerate(fs)), *forces) for k in range(10)]
+    forces = tuple(tuple(spatial.matTvec(B, x) for x in f) for f in forces)
+    zero = jax.tree.map(lambda _: spatial.ZERO, forces)
+
+    def column(children, joint, own):
+        f = traversal.add(children, traversal.choose(own, forces, zero))
+        return tuple(tr.project(joint.prismatic, x) for x in f), tuple(spatial.force_to_parent(joint.R, joint.p, x) for x in f)
+
+    return walk.array(walk.backward(column, zero, joints, walk.split(np.arange(model.n) == body, flag=True)))
+
+
 @partial(jax.jit, static_argnums=4)
-def body_regressor(model: Model, q, qd, qdd, body: int):
-    """The 10 regressor columns (n, 10) of one body: how its inertial parameters move every joint."""
+def body_regressor(model: Model, q, qd, qdd, body: int, transform=None):
+    """The 10 regressor columns (n, 10) of one body: how its inertial parameters move every
+    joint (zero for the joints not between the body and the base).
+
+    Args:
+        body: the body's index (static).
+        transform: optional (10, 10) ``T``: the columns of parameters ``pi'`` with
+            ``pi_body = T @ pi'`` instead (say, of a link behind a fixed joint, in its frame).
+    """
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    return _regressor(model, q, qd, qdd, dtype)[:, 10 * body : 10 * body + 10]
+    return _body_columns(model, q, qd, qdd, body, dtype, transform)

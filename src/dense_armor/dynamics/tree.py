@@ -1,18 +1,10 @@
-"""What every tree pass shares: input checks, the model as scalars or lanes, joint placements
-and motion, and how results become arrays.
+"""What the dynamics share: input checks, the model as per-body values, joint frames and
+placements, and the layouts of the passes that mix many bodies.
 
-Three layouts, chosen per function by what XLA:CPU compiles well (measured on Panda; see
-``docs/benchmarks.md``):
+The recursive passes (RNEA, ABA, a body's regressor columns) run over a walk of the tree
+(:mod:`dense_armor.dynamics.traversal`) in joint frames (:func:`joints`). The passes whose
+results mix many bodies work on whole arrays instead:
 
-* **Scalars** (the RNEA and its special cases, in joint frames: :func:`joint_frames`). Python
-  loops over the static parent tuple unroll into straight-line code on 0-d arrays (see
-  :mod:`dense_armor.spatial`), which fuses into one kernel, provided that every scalar is
-  sliced straight from a model array or input (``x[i, r, c]``, never from a shared ``x[i]``),
-  transcendentals act on whole vectors (``cos(q)``), and results
-  are assembled by :func:`stack` (a chain of selects), never by ``jnp.stack``: XLA:CPU does not
-  fuse a concatenate of more than 8 operands, and duplicates each operand's whole cone of
-  dependencies into a kernel of its own. It only suits up to about 15 results: XLA will not fuse
-  a scalar into more than 15 places, and cuts it out into a kernel of its own otherwise.
 * **Lanes** (mass matrix, kinematics) and **rows** (the regressor): see the sections below.
 """
 
@@ -25,19 +17,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import spatial
+from dense_armor.dynamics.traversal import choose, scalars
 from dense_armor.model import Model
 
 
 class Joint(NamedTuple):
-    """One joint as scalars, in joint frames (see :func:`joint_frames`): the joint moves along or
-    about the z axis of its body's joint frame."""
+    """One joint in joint frames (see :func:`joint_frames`): the joint moves along or about the
+    z axis of its body's joint frame. Per-body values of a walk (:mod:`traversal`)."""
 
-    parent: int
-    prismatic: bool
+    prismatic: bool  # or a lane of flags
     R: tuple  # (3, 3) the joint frame's orientation in its parent's joint frame, at q
     p: tuple  # (3,) the joint frame's origin in its parent's joint frame, at q
     inertia: tuple  # (10,) the body's inertial parameters in its joint frame
-    gravity: tuple | None  # (3,) for a joint on the base: gravity in its joint frame, at q
 
 
 def prismatic_mask(model: Model) -> np.ndarray:
@@ -70,13 +61,6 @@ def check(model: Model, **arrays):
     return dtype, out
 
 
-def scalars(x, prefix: tuple = ()):
-    """``x[prefix]`` as nested tuples of 0-d arrays, each element sliced straight from ``x``."""
-    if len(prefix) == x.ndim:
-        return x[prefix]
-    return tuple(scalars(x, (*prefix, k)) for k in range(x.shape[len(prefix)]))
-
-
 def leaf(x, dtype):
     """A model leaf as a JAX array of ``dtype``, as nested tuples of scalars."""
     return scalars(jnp.asarray(x, dtype))
@@ -103,8 +87,7 @@ def joint_frames(model: Model, dtype, parents: bool = False) -> jax.Array:
     of its joint axis). A revolute joint then places its frame in its parent's at
     ``(C Rot(z, q), d)`` with ``C = B_parent^T R0 B_i`` and ``d = B_parent^T p0`` fixed
     (``B = 1`` for the base), a prismatic one at ``(C, d + q C e_z)``; the body's inertial
-    parameters rotate to ``(m, B^T h, B^T I B)``, and gravity, for a joint on the base, to
-    ``C^T g``. A tree pass in these frames needs about 30 % fewer operations: with the axis
+    parameters rotate to ``(m, B^T h, B^T I B)``. A tree pass in these frames needs about 30 % fewer operations: with the axis
     along z, the joint's rotation, its motion subspace and its projection are free of products
     (what Pinocchio gets from its specialised joint types).
 
@@ -115,20 +98,18 @@ def joint_frames(model: Model, dtype, parents: bool = False) -> jax.Array:
     depend on the state.
 
     Args:
-        parents: instead of gravity, the parent joint's ``C`` and ``d`` (any values for a joint
-            on the base), for the first stage of :func:`joint_frame_placements`.
+        parents: also the parent joint's ``C`` and ``d`` (any values for a joint on the base),
+            for the first stage of :func:`joint_frame_placements`.
 
     Returns:
         (n, groups, width) packed (:func:`pack`) lanes: ``C`` row-major (9), ``d`` (3), the
-        parameters (10), then ``C^T g`` (3), or with ``parents`` the parent's ``C`` (9) and ``d`` (3).
+        parameters (10), and with ``parents`` the parent's ``C`` (9) and ``d`` (3).
     """
     up = np.maximum(np.asarray(model.parents), 0)
     rotation, translation, axis = (model.indices(key) for key in ("joint_rotation", "joint_translation", "axis"))
     index = [*rotation.reshape(-1, 9).T, *translation.T, *axis.T, *axis.T, *axis[up].T, *model.indices("inertia").T]
     if parents:
         index += [*rotation[up].reshape(-1, 9).T, *translation[up].T, *axis[up].T, *axis[up].T, *axis[up[up]].T]
-    else:
-        index += [np.full(model.n, k) for k in model.indices("gravity")]
     read = jnp.asarray(model.data, dtype)[..., np.stack(index)]  # (..., rows, n)
     x = [read[..., k, :] for k in range(len(index))]  # lanes
     basis = _basis(x[12:15], x[15:18])
@@ -141,8 +122,6 @@ def joint_frames(model: Model, dtype, parents: bool = False) -> jax.Array:
     if parents:
         C_up, d_up = _placement(np.asarray(model.parents)[up], x[31:43], _basis(x[43:46], x[46:49]), x[49:52])
         out += [*C_up[0], *C_up[1], *C_up[2], *d_up]
-    else:
-        out += spatial.matTvec(C, tuple(x[31:34]))
     return jax.lax.optimization_barrier(pack(out))
 
 
@@ -161,28 +140,25 @@ def _placement(parents, values, basis, parent_axis) -> tuple:
     return spatial.matmul(up_T, spatial.matmul(R0, basis)), spatial.matvec(up_T, p0)
 
 
-def joints(model: Model, q, dtype) -> list[Joint]:
-    """Every joint's placement at ``q`` and its body's inertia, in joint frames, in model order.
+def joints(walk, model: Model, q, dtype):
+    """Every joint's placement at ``q`` and its body's inertia, in joint frames, as per-body
+    values of ``walk`` (:mod:`traversal`).
 
     A revolute joint turns its frame by ``Rot(z, q)``: ``R = C Rot(z, q)``, where only ``cos(q)``
     and ``sin(q)`` depend on ``q``; a prismatic one slides: ``p = d + q C e_z``.
     """
     frames = joint_frames(model, dtype)
     width = frames.shape[-1]
-    cos, sin = jnp.cos(q), jnp.sin(q)
-    out = []
-    for i, (kind, parent) in enumerate(zip(model.joint_kinds, model.parents)):
-        x = [frames[i, k // width, k % width] for k in range(25)]
+
+    def joint(prismatic, frame, q, c, s):
+        x = [frame[k // width][k % width] for k in range(22)]
         C, d, inertia = (tuple(x[0:3]), tuple(x[3:6]), tuple(x[6:9])), tuple(x[9:12]), tuple(x[12:22])
-        g = tuple(x[22:25]) if parent < 0 else None
-        if kind == "prismatic":
-            R, p = C, spatial.add(d, spatial.scale(q[i], (C[0][2], C[1][2], C[2][2])))
-        else:
-            c, s = cos[i], sin[i]
-            R, p = tuple(turn_z(row, c, s) for row in C), d
-            g = g and turn_z(g, c, s)
-        out.append(Joint(parent, kind == "prismatic", R, p, inertia, g))
-    return out
+        slide = C, spatial.add(d, spatial.scale(q, (C[0][2], C[1][2], C[2][2])))
+        turn = tuple(turn_z(row, c, s) for row in C), d
+        return Joint(prismatic, *choose(prismatic, slide, turn), inertia)
+
+    values = (walk.split(prismatic_mask(model), flag=True), walk.split(frames), *(walk.split(x) for x in (q, jnp.cos(q), jnp.sin(q))))
+    return walk.map(joint, *values)
 
 
 def turn_z(v, c, s) -> tuple:
@@ -191,47 +167,16 @@ def turn_z(v, c, s) -> tuple:
     return c * v[0] + s * v[1], c * v[1] - s * v[0], v[2]
 
 
-def along_z(vector, x):
-    """``vector + x e_z``."""
-    return vector[0], vector[1], vector[2] + x
+def joint_motion(prismatic, x):
+    """``S x``, a joint's motion subspace times ``x``, in its joint frame: ``(x e_z, 0)`` for a
+    revolute joint, ``(0, x e_z)`` for a prismatic one."""
+    Z = spatial.ZERO
+    return choose(prismatic, ((Z, Z, Z), (Z, Z, x)), ((Z, Z, x), (Z, Z, Z)))
 
 
-def cross_z(vector, x):
-    """``vector x (x e_z)``."""
-    return vector[1] * x, -vector[0] * x, spatial.ZERO
-
-
-def project(joint: Joint, force):
-    """``S^T f``: the generalized force of a spatial force on a joint (in its joint frame)."""
-    n, f = force
-    return f[2] if joint.prismatic else n[2]
-
-
-def velocities(tree: list[Joint], qd) -> list:
-    """Body spatial velocities in joint frames (a body on the base: ``(0, 0, qd)``, zeros known
-    at trace time)."""
-    v = []
-    for i, joint in enumerate(tree):
-        w, lin = ((spatial.ZERO,) * 3,) * 2 if joint.parent < 0 else spatial.motion_to_child(joint.R, joint.p, v[joint.parent])
-        v.append((w, along_z(lin, qd[i])) if joint.prismatic else (along_z(w, qd[i]), lin))
-    return v
-
-
-def stack(values) -> jax.Array:
-    """``jnp.stack(values)`` for a list of equally shaped arrays, written as one chain of selects.
-
-    The selects fuse with the computation of the values into a single kernel, with each value
-    computed once (see the module docstring). Meant for a few dozen values at most: every
-    output element evaluates the whole chain.
-    """
-    like = next(v for v in values if v is not spatial.ZERO)
-    values = [jnp.zeros_like(like) if v is spatial.ZERO else jnp.asarray(v) for v in values]
-    shape = (len(values), *values[-1].shape)
-    index = jax.lax.broadcasted_iota(jnp.int32, shape, 0)
-    out = jnp.broadcast_to(values[-1], shape)
-    for k in range(len(values) - 2, -1, -1):
-        out = jnp.where(index == k, values[k], out)
-    return out
+def project(prismatic, force):
+    """``S^T f``: the generalized force of a spatial force ``(n, f)`` on a joint (joint frame)."""
+    return choose(prismatic, force[1][2], force[0][2])
 
 
 def materialize(x: jax.Array) -> jax.Array:
@@ -247,18 +192,9 @@ def materialize(x: jax.Array) -> jax.Array:
     entry is a product by 1 plus products by 0 (a NaN or inf in ``x`` spreads along its row,
     which only screened, finite inputs reach).
     """
-    # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones.
-    return x @ jnp.eye(x.shape[-1], dtype=x.dtype)
-
-
-def vector(values) -> jax.Array:
-    """Assemble scalars into a 1-D array."""
-    return stack(values)
-
-
-def matrix(rows) -> jax.Array:
-    """Assemble rows of scalars into a 2-D array (for a few dozen entries)."""
-    return stack([stack(row) for row in rows])
+    # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones;
+    # at full precision, which a GPU's default (TF32) would not keep.
+    return jnp.matmul(x, jnp.eye(x.shape[-1], dtype=x.dtype), precision=jax.lax.Precision.HIGHEST)
 
 
 # ---------------------------------------------------------------- lanes: one array element per body

@@ -1,0 +1,287 @@
+"""Walks over the static kinematic tree: a per-body function in, per-body results out.
+
+An algorithm states its recursion per body (Featherstone's ``for i = 1 to N`` and ``for i = N
+to 1``) and a walk runs it over the tree. The walk, chosen once per model by :func:`walk`, is
+the one place that decides how a tree pass compiles:
+
+* :class:`Unrolled` (trees of up to :data:`UNROLLED_BODIES` bodies): a Python loop over the
+  bodies, each quantity a tuple of 0-d arrays (:mod:`dense_armor.spatial`), so that a whole pass
+  traces to straight-line code that XLA fuses into one kernel, and zeros known at trace time
+  (a body at rest, a joint axis along z) trace no operation. Fusion copies an ancestor's
+  expressions into each descendant's, so its cost grows faster than the depth; past about 12
+  bodies in a chain it explodes.
+* :class:`Levels` (larger trees): a ``lax.scan`` over the depth levels of the tree, each
+  quantity a lane over the bodies of one level (a chain has one body a level), parents' values
+  read from and results written to one buffer per pass. The cost is linear in the depth and the
+  compiled program does not grow with it.
+
+Values are nested tuples (the spatial algebra's vectors, pairs, :class:`typing.NamedTuple`)
+whose leaves are per-body scalars: for :class:`Unrolled` a list over the bodies of such tuples
+of 0-d arrays, for :class:`Levels` one such tuple of (n,) arrays. Algorithms only pass them
+between the methods below. A static per-body flag (a joint's kind) is a Python ``bool`` for
+:class:`Unrolled` and a lane for :class:`Levels`; :func:`choose` selects on either.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dense_armor import spatial
+from dense_armor.spatial import ZERO
+
+#: The largest tree that :func:`walk` unrolls.
+UNROLLED_BODIES = 12
+UNROLL = 4  # levels per iteration of the scan: fewer, larger kernels
+
+
+def walk(parents) -> Unrolled | Levels:
+    """The walk for a tree given by its parent indices (``-1`` for the base)."""
+    return Unrolled(parents) if len(parents) <= UNROLLED_BODIES else Levels(parents)
+
+
+def choose(flag, if_true, if_false):
+    """``if_true`` where ``flag``, else ``if_false``, leaf by leaf: a Python choice for a static
+    flag, ``jnp.where`` for a lane."""
+    if isinstance(flag, (bool, np.bool_)):
+        return if_true if flag else if_false
+
+    def where(a, b):
+        if a is ZERO and b is ZERO:
+            return ZERO
+        return jnp.where(flag, 0.0 if a is ZERO else a, 0.0 if b is ZERO else b)
+
+    return jax.tree.map(where, if_true, if_false)
+
+
+def add(a, b):
+    """The leafwise sum of two values of one structure (spatial vectors, tuples of them)."""
+    return jax.tree.map(lambda x, y: x + y, a, b)
+
+
+class Unrolled:
+    """The walk as a Python loop over the bodies, unrolled into the traced program."""
+
+    def __init__(self, parents):
+        self.parents = tuple(int(p) for p in parents)
+        self.n = len(self.parents)
+
+    def split(self, x, flag: bool = False) -> list:
+        """Per-body values of an array ``x`` (n, ...): body ``i``'s entries as nested tuples of
+        0-d arrays, each sliced straight from ``x`` (what fuses best). ``None`` is zero
+        (:data:`~dense_armor.spatial.ZERO`); with ``flag``, ``x`` is a static NumPy array and
+        its entries Python values."""
+        if x is None:
+            return [ZERO] * self.n
+        if flag:
+            return [x[i].item() for i in range(self.n)]
+        return [scalars(x, (i,)) for i in range(self.n)]
+
+    def map(self, fn: Callable, *values) -> list:
+        """``fn`` applied to each body's values (no tree dependence)."""
+        return [fn(*args) for args in zip(*values)]
+
+    def forward(self, fn: Callable, base, *values) -> list:
+        """Base to tips: body ``i``'s result is ``fn(result of its parent, *its values)``, the
+        parent of a body on the base being ``base``."""
+        out = []
+        for i, args in enumerate(zip(*values)):
+            parent = self.parents[i]
+            out.append(fn(base if parent < 0 else out[parent], *args))
+        return out
+
+    def backward(self, fn: Callable, zero, *values) -> list:
+        """Tips to base: ``result, up = fn(sum of its children's ups, *its values)`` for body
+        ``i`` (``zero``, of the structure of ``up``, for a leaf); returns the results."""
+        total = [zero] * self.n
+        out = [None] * self.n
+        for i in reversed(range(self.n)):
+            out[i], up = fn(total[i], *(v[i] for v in values))
+            if self.parents[i] >= 0:
+                total[self.parents[i]] = add(total[self.parents[i]], up)
+        return out
+
+    def body(self, values, i: int):
+        """Body ``i``'s value."""
+        return values[i]
+
+    def array(self, values) -> jax.Array:
+        """Per-body scalars as one (n,) array, or tuples of k scalars as (n, k)."""
+        return stack([stack(v) if isinstance(v, tuple) else v for v in values])
+
+
+class Levels:
+    """The walk as a ``lax.scan`` over the tree's depth levels, each a lane over its bodies.
+
+    Per-body values are kept as their sources (arrays over the bodies) and a function of the
+    sources' rows, evaluated inside the loop at the bodies of each level, so that a pass reads a
+    few arrays per level rather than one per scalar. Results of a pass live in one buffer, a row
+    per body plus a scratch row that padding lanes write to.
+    """
+
+    def __init__(self, parents):
+        parents = np.asarray(parents)
+        self.n = n = len(parents)
+        depth = np.zeros(n, int)
+        for i, p in enumerate(parents):
+            depth[i] = 0 if p < 0 else depth[p] + 1
+        levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
+        # every level padded to one width: lanes that write to row n and read row n - 1
+        self.index = np.full((len(levels), max(len(level) for level in levels)), n)
+        for d, level in enumerate(levels):
+            self.index[d, : len(level)] = level
+        self.read = np.minimum(self.index, n - 1)
+        up = np.append(parents, n)[self.index]
+        self.up = np.where(up < 0, n, up)
+
+    def split(self, x, flag: bool = False):
+        """Per-body values of an array ``x`` (n, ...): nested tuples over its trailing axes of
+        lanes. ``None`` is zero; a static ``flag`` array becomes a lane too."""
+        return ZERO if x is None else _Lazy((jnp.asarray(x),), _lanes)
+
+    def map(self, fn: Callable, *values):
+        """``fn`` applied to each body's values (evaluated where a pass reads them)."""
+        lazy = [v for v in values if isinstance(v, _Lazy)]
+        bounds = np.cumsum([0, *(len(v.sources) for v in lazy)])
+
+        def evaluate(*rows):
+            parts = iter(v.fn(*rows[a:b]) for v, a, b in zip(lazy, bounds[:-1], bounds[1:]))
+            return fn(*(next(parts) if isinstance(v, _Lazy) else v for v in values))
+
+        return _Lazy(tuple(s for v in lazy for s in v.sources), evaluate)
+
+    def forward(self, fn: Callable, base, *values):
+        """Base to tips, as :meth:`Unrolled.forward`; ``base`` is broadcast to every lane."""
+        base = jax.tree.map(lambda x: x if x is ZERO else jnp.broadcast_to(x, self.index[0].shape), base)
+        at = self._reader(values)
+        first = fn(base, *at(self.read[0]))
+        leaves, structure = _flatten(first)
+        buffer = jnp.zeros((self.n + 1, *_pack(leaves).shape[1:]), leaves[0].dtype).at[self.index[0]].set(_pack(leaves))
+
+        def level(buffer, index):
+            own, read, up = index
+            result = fn(structure.unflatten(_unpack(_get(buffer, up), len(leaves))), *at(read))
+            return buffer.at[own].set(_pack(_flatten(result)[0]), mode="promise_in_bounds"), None
+
+        buffer, _ = jax.lax.scan(level, buffer, (self.index[1:], self.read[1:], self.up[1:]), unroll=UNROLL)
+        return _Lazy((buffer,), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+
+    def backward(self, fn: Callable, zero, *values):
+        """Tips to base, as :meth:`Unrolled.backward`."""
+        index, read, up = self.index[::-1], self.read[::-1], self.up[::-1]
+        at = self._reader(values)
+        rows = at(read[0])
+        dtype = jnp.result_type(*(x for x in jax.tree.leaves(rows) if x is not ZERO and jnp.issubdtype(x.dtype, jnp.floating)))
+        zeros, zero_structure = jax.tree.flatten(jax.tree.map(lambda _: jnp.zeros(index[0].shape, dtype), zero))
+        result, to_parent = fn(zero_structure.unflatten(zeros), *rows)
+        leaves, structure = _flatten(result)
+        out = jnp.zeros((self.n + 1, *_pack(leaves).shape[1:]), dtype).at[index[0]].set(_pack(leaves))
+        total = jnp.zeros((self.n + 1, *_pack(zeros).shape[1:]), dtype).at[up[0]].add(_pack(_flatten(to_parent)[0]))
+
+        def level(carry, index):
+            out, total = carry
+            own, read, parent = index
+            result, to_parent = fn(zero_structure.unflatten(_unpack(_get(total, own), len(zeros))), *at(read))
+            out = out.at[own].set(_pack(_flatten(result)[0]), mode="promise_in_bounds")
+            return (out, total.at[parent].add(_pack(_flatten(to_parent)[0]), mode="promise_in_bounds")), None
+
+        (out, _), _ = jax.lax.scan(level, (out, total), (index[1:], read[1:], up[1:]), unroll=UNROLL)
+        return _Lazy((out,), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+
+    def body(self, values, i: int):
+        """Body ``i``'s value."""
+        return jax.tree.map(lambda x: x if x is ZERO else x[0], self._reader((values,))(np.array([i]))[0])
+
+    def array(self, values) -> jax.Array:
+        """Per-body scalars as one (n,) array, or tuples of k scalars as (n, k)."""
+        value = self._reader((values,))(np.arange(self.n))[0]
+        return jnp.stack(value, -1) if isinstance(value, tuple) else value
+
+    def _reader(self, values):
+        """A function of a level's bodies giving ``values`` there, as lanes: every source is
+        read from one array (n + 1, k), by one gather per level."""
+        sources = [s for v in values if isinstance(v, _Lazy) for s in v.sources]
+        if not sources:
+            return lambda index: list(values)
+        dtype = jnp.result_type(*(s for s in sources if jnp.issubdtype(s.dtype, jnp.floating)))
+        flat = [jnp.pad(s.reshape(len(s), -1).astype(dtype), ((0, self.n + 1 - len(s)), (0, 0))) for s in sources]
+        packed = jnp.concatenate(flat, 1)
+        bounds = np.cumsum([0, *(x.shape[1] for x in flat)])
+
+        def at(index):
+            rows = _get(packed, index)
+            read = iter(
+                (rows[:, a:b] > 0.5 if s.dtype == bool else rows[:, a:b]).reshape(len(index), *s.shape[1:])
+                for s, a, b in zip(sources, bounds[:-1], bounds[1:])
+            )
+            return [v.fn(*(next(read) for _ in v.sources)) if isinstance(v, _Lazy) else v for v in values]
+
+        return at
+
+
+class _Lazy(NamedTuple):
+    """Per-body values of :class:`Levels`: arrays over the bodies, and the function of their
+    rows that gives the values at those bodies."""
+
+    sources: tuple
+    fn: Callable
+
+
+def _get(x, index):
+    """Rows ``index`` of ``x``, all in bounds by construction (no clamping traced)."""
+    return x.at[index].get(mode="promise_in_bounds")
+
+
+def _lanes(x):
+    """An array (W, ...) as nested tuples over its trailing axes of (W,) lanes."""
+    return x if x.ndim == 1 else tuple(_lanes(x[:, k]) for k in range(x.shape[1]))
+
+
+def _pack(leaves) -> jax.Array:
+    """Lanes (W,) as one (W, groups, width) array, in groups of at most 8: XLA:CPU fuses a
+    concatenate of at most 8 operands into the computation of its operands."""
+    groups = -(-len(leaves) // 8)
+    width = -(-len(leaves) // groups)
+    leaves = [*leaves, *[jnp.zeros_like(leaves[0])] * (groups * width - len(leaves))]
+    return jnp.stack([jnp.stack(leaves[g * width : (g + 1) * width], -1) for g in range(groups)], -2)
+
+
+def _unpack(rows, count: int) -> list:
+    """The first ``count`` lanes of :func:`_pack` rows."""
+    width = rows.shape[-1]
+    return [rows[:, k // width, k % width] for k in range(count)]
+
+
+def _flatten(value):
+    """The leaves of a value, structural zeros made arrays (a lane's shape and dtype), and its
+    structure."""
+    leaves, structure = jax.tree.flatten(value)
+    like = next(x for x in leaves if x is not ZERO)
+    return [jnp.zeros_like(like) if x is ZERO else jnp.broadcast_to(x, like.shape) for x in leaves], structure
+
+
+def scalars(x, prefix: tuple = ()):
+    """``x[prefix]`` as nested tuples over the remaining axes, each element sliced from ``x``."""
+    if len(prefix) == x.ndim:
+        return x[prefix]
+    return tuple(scalars(x, (*prefix, k)) for k in range(x.shape[len(prefix)]))
+
+
+def stack(values) -> jax.Array:
+    """``jnp.stack`` of equally shaped values, written as one chain of selects, which fuses with
+    the computation of the values into one kernel (XLA:CPU does not fuse a concatenate of more
+    than 8 operands, and gives each operand's dependencies a kernel of their own). All zeros
+    known at trace time stack to :data:`~dense_armor.spatial.ZERO`."""
+    like = next((v for v in values if v is not ZERO), None)
+    if like is None:
+        return ZERO
+    values = [jnp.zeros_like(like) if v is ZERO else jnp.asarray(v) for v in values]
+    shape = (len(values), *values[-1].shape)
+    index = jax.lax.broadcasted_iota(jnp.int32, shape, 0)
+    out = jnp.broadcast_to(values[-1], shape)
+    for k in range(len(values) - 2, -1, -1):
+        out = jnp.where(index == k, values[k], out)
+    return out
