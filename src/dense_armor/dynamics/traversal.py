@@ -11,14 +11,13 @@ the one place that decides how a tree pass compiles:
   expressions into each descendant's, so its cost grows faster than the depth; past about 12
   bodies in a chain it explodes.
 * :class:`Levels` (larger trees): a ``lax.scan`` over the depth levels of the tree, each
-  quantity a lane over the bodies of one level (a chain has one body a level), parents' values
-  read from and results written to one buffer per pass. The cost is linear in the depth and the
-  compiled program does not grow with it.
+  quantity a lane over the bodies of one level (a chain has one body a level). The cost is
+  linear in the depth and the compiled program does not grow with it.
 
 Values are nested tuples (the spatial algebra's vectors, pairs, :class:`typing.NamedTuple`)
 whose leaves are per-body scalars: for :class:`Unrolled` a list over the bodies of such tuples
-of 0-d arrays, for :class:`Levels` one such tuple of (n,) arrays. Algorithms only pass them
-between the methods below. A static per-body flag (a joint's kind) is a Python ``bool`` for
+of 0-d arrays, for :class:`Levels` arrays over the bodies read inside the loop. Algorithms only
+pass them between the methods below. A static per-body flag (a joint's kind) is a Python ``bool`` for
 :class:`Unrolled` and a lane for :class:`Levels`; :func:`choose` selects on either.
 """
 
@@ -35,7 +34,6 @@ from dense_armor.spatial import ZERO
 
 #: The largest tree that :func:`walk` unrolls.
 UNROLLED_BODIES = 12
-UNROLL = 4  # levels per iteration of the scan: fewer, larger kernels
 
 
 def walk(parents) -> Unrolled | Levels:
@@ -80,6 +78,10 @@ class Unrolled:
             return [x[i].item() for i in range(self.n)]
         return [scalars(x, (i,)) for i in range(self.n)]
 
+    def lanes(self, values) -> list:
+        """Per-body values from nested tuples of (n,) lanes (element ``i`` body ``i``'s)."""
+        return [jax.tree.map(lambda x: x[i], values) for i in range(self.n)]
+
     def map(self, fn: Callable, *values) -> list:
         """``fn`` applied to each body's values (no tree dependence)."""
         return [fn(*args) for args in zip(*values)]
@@ -116,10 +118,11 @@ class Unrolled:
 class Levels:
     """The walk as a ``lax.scan`` over the tree's depth levels, each a lane over its bodies.
 
-    Per-body values are kept as their sources (arrays over the bodies) and a function of the
-    sources' rows, evaluated inside the loop at the bodies of each level, so that a pass reads a
-    few arrays per level rather than one per scalar. Results of a pass live in one buffer, a row
-    per body plus a scratch row that padding lanes write to.
+    Per-body values are arrays over the bodies (a row each) and a function of rows giving the
+    values there. A pass reads its inputs level by level from one level-major array, a body's
+    parent from the level before (a gather within a level's lanes) and its children's sum as a
+    masked sum over the level after, and writes nothing but the scan's outputs, which one
+    gather turns back into rows per body.
     """
 
     def __init__(self, parents):
@@ -129,110 +132,118 @@ class Levels:
         for i, p in enumerate(parents):
             depth[i] = 0 if p < 0 else depth[p] + 1
         levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
-        # every level padded to one width: lanes that write to row n and read row n - 1
-        self.index = np.full((len(levels), max(len(level) for level in levels)), n)
+        width = max(len(level) for level in levels)
+        position = np.zeros(n, int)  # of each body in its level
+        for level in levels:
+            position[level] = np.arange(len(level))
+        # per level and lane (padding lanes repeat body 0, and have no parent)
+        self.bodies = np.zeros((len(levels), width), int)
+        self.parent = np.full((len(levels), width), -1)  # the parent's lane in the level before
         for d, level in enumerate(levels):
-            self.index[d, : len(level)] = level
-        self.read = np.minimum(self.index, n - 1)
-        up = np.append(parents, n)[self.index]
-        self.up = np.where(up < 0, n, up)
+            self.bodies[d, : len(level)] = level
+            if d:
+                self.parent[d, : len(level)] = position[parents[level]]
+        self.slot = depth * width + position  # each body's row among the levels' lanes
 
     def split(self, x, flag: bool = False):
         """Per-body values of an array ``x`` (n, ...): nested tuples over its trailing axes of
         lanes. ``None`` is zero; a static ``flag`` array becomes a lane too."""
         return ZERO if x is None else _Lazy((jnp.asarray(x),), _lanes)
 
+    def lanes(self, values):
+        """Per-body values from nested tuples of (n,) lanes (element ``i`` body ``i``'s)."""
+        leaves, structure = _flatten(values)
+        return _Lazy((_pack(leaves),), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+
     def map(self, fn: Callable, *values):
-        """``fn`` applied to each body's values (evaluated where a pass reads them)."""
-        lazy = [v for v in values if isinstance(v, _Lazy)]
-        bounds = np.cumsum([0, *(len(v.sources) for v in lazy)])
-
-        def evaluate(*rows):
-            parts = iter(v.fn(*rows[a:b]) for v, a, b in zip(lazy, bounds[:-1], bounds[1:]))
-            return fn(*(next(parts) if isinstance(v, _Lazy) else v for v in values))
-
-        return _Lazy(tuple(s for v in lazy for s in v.sources), evaluate)
+        """``fn`` applied to each body's values: once, to the lanes of all bodies."""
+        rows, decode = _encode(values)
+        leaves, structure = _flatten(fn(*decode(rows)))
+        return _Lazy((_pack(leaves),), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
 
     def forward(self, fn: Callable, base, *values):
         """Base to tips, as :meth:`Unrolled.forward`; ``base`` is broadcast to every lane."""
-        base = jax.tree.map(lambda x: x if x is ZERO else jnp.broadcast_to(x, self.index[0].shape), base)
-        at = self._reader(values)
-        first = fn(base, *at(self.read[0]))
-        leaves, structure = _flatten(first)
-        buffer = jnp.zeros((self.n + 1, *_pack(leaves).shape[1:]), leaves[0].dtype).at[self.index[0]].set(_pack(leaves))
+        rows, decode = _encode(values)
+        inputs = rows[self.bodies]  # (levels, width, k)
+        base = jax.tree.map(lambda x: x if x is ZERO else jnp.broadcast_to(x, self.bodies[0].shape), base)
+        leaves, structure = _flatten(fn(base, *decode(inputs[0])))
+        first = _pack(leaves)
 
-        def level(buffer, index):
-            own, read, up = index
-            result = fn(structure.unflatten(_unpack(_get(buffer, up), len(leaves))), *at(read))
-            return buffer.at[own].set(_pack(_flatten(result)[0]), mode="promise_in_bounds"), None
+        def level(previous, x):
+            inputs, parent = x
+            up = previous.at[jnp.maximum(parent, 0)].get(mode="promise_in_bounds")
+            value = _pack(_flatten(fn(structure.unflatten(_unpack(up, len(leaves))), *decode(inputs)))[0])
+            return value, value
 
-        buffer, _ = jax.lax.scan(level, buffer, (self.index[1:], self.read[1:], self.up[1:]), unroll=UNROLL)
-        return _Lazy((buffer,), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+        _, rest = jax.lax.scan(level, first, (inputs[1:], self.parent[1:]))
+        return self._results(jnp.concatenate([first[None], rest]), structure, len(leaves))
 
     def backward(self, fn: Callable, zero, *values):
         """Tips to base, as :meth:`Unrolled.backward`."""
-        index, read, up = self.index[::-1], self.read[::-1], self.up[::-1]
-        at = self._reader(values)
-        rows = at(read[0])
-        dtype = jnp.result_type(*(x for x in jax.tree.leaves(rows) if x is not ZERO and jnp.issubdtype(x.dtype, jnp.floating)))
-        zeros, zero_structure = jax.tree.flatten(jax.tree.map(lambda _: jnp.zeros(index[0].shape, dtype), zero))
-        result, to_parent = fn(zero_structure.unflatten(zeros), *rows)
+        rows, decode = _encode(values)
+        inputs = rows[self.bodies[::-1]]
+        dtype = rows.dtype
+        zeros, zero_structure = jax.tree.flatten(jax.tree.map(lambda _: jnp.zeros(self.bodies.shape[1], dtype), zero))
+        result, up = fn(zero_structure.unflatten(zeros), *decode(inputs[0]))
         leaves, structure = _flatten(result)
-        out = jnp.zeros((self.n + 1, *_pack(leaves).shape[1:]), dtype).at[index[0]].set(_pack(leaves))
-        total = jnp.zeros((self.n + 1, *_pack(zeros).shape[1:]), dtype).at[up[0]].add(_pack(_flatten(to_parent)[0]))
+        lane = np.arange(self.bodies.shape[1])
 
-        def level(carry, index):
-            out, total = carry
-            own, read, parent = index
-            result, to_parent = fn(zero_structure.unflatten(_unpack(_get(total, own), len(zeros))), *at(read))
-            out = out.at[own].set(_pack(_flatten(result)[0]), mode="promise_in_bounds")
-            return (out, total.at[parent].add(_pack(_flatten(to_parent)[0]), mode="promise_in_bounds")), None
+        def level(below, x):
+            inputs, children_parent = x
+            up, = below
+            # each lane's children: the lanes of the level below whose parent it is
+            total = jnp.sum(jnp.where((children_parent[None, :] == lane[:, None])[:, :, None, None], up[None], 0.0), axis=1)
+            result, up = fn(zero_structure.unflatten(_unpack(total, len(zeros))), *decode(inputs))
+            return (_pack(_flatten(up)[0]),), _pack(_flatten(result)[0])
 
-        (out, _), _ = jax.lax.scan(level, (out, total), (index[1:], read[1:], up[1:]), unroll=UNROLL)
-        return _Lazy((out,), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+        below = (_pack(_flatten(up)[0]),)
+        _, rest = jax.lax.scan(level, below, (inputs[1:], self.parent[::-1][:-1]))
+        out = jnp.concatenate([_pack(leaves)[None], rest])[::-1]
+        return self._results(out, structure, len(leaves))
+
+    def _results(self, out, structure, count: int):
+        """Per-body values from a pass's outputs (levels, width, groups, group width)."""
+        out = out.reshape(-1, *out.shape[2:])[self.slot]
+        return _Lazy((out,), lambda rows: structure.unflatten(_unpack(rows, count)))
 
     def body(self, values, i: int):
         """Body ``i``'s value."""
-        return jax.tree.map(lambda x: x if x is ZERO else x[0], self._reader((values,))(np.array([i]))[0])
+        rows, decode = _encode((values,))
+        return jax.tree.map(lambda x: x if x is ZERO else x[0], decode(rows[np.array([i])])[0])
 
     def array(self, values) -> jax.Array:
         """Per-body scalars as one (n,) array, or tuples of k scalars as (n, k)."""
-        value = self._reader((values,))(np.arange(self.n))[0]
+        rows, decode = _encode((values,))
+        value = decode(rows)[0]
         return jnp.stack(value, -1) if isinstance(value, tuple) else value
-
-    def _reader(self, values):
-        """A function of a level's bodies giving ``values`` there, as lanes: every source is
-        read from one array (n + 1, k), by one gather per level."""
-        sources = [s for v in values if isinstance(v, _Lazy) for s in v.sources]
-        if not sources:
-            return lambda index: list(values)
-        dtype = jnp.result_type(*(s for s in sources if jnp.issubdtype(s.dtype, jnp.floating)))
-        flat = [jnp.pad(s.reshape(len(s), -1).astype(dtype), ((0, self.n + 1 - len(s)), (0, 0))) for s in sources]
-        packed = jnp.concatenate(flat, 1)
-        bounds = np.cumsum([0, *(x.shape[1] for x in flat)])
-
-        def at(index):
-            rows = _get(packed, index)
-            read = iter(
-                (rows[:, a:b] > 0.5 if s.dtype == bool else rows[:, a:b]).reshape(len(index), *s.shape[1:])
-                for s, a, b in zip(sources, bounds[:-1], bounds[1:])
-            )
-            return [v.fn(*(next(read) for _ in v.sources)) if isinstance(v, _Lazy) else v for v in values]
-
-        return at
 
 
 class _Lazy(NamedTuple):
-    """Per-body values of :class:`Levels`: arrays over the bodies, and the function of their
-    rows that gives the values at those bodies."""
+    """Per-body values of :class:`Levels`: arrays over the bodies (sources), and the function
+    of their rows that gives the values at those bodies."""
 
     sources: tuple
     fn: Callable
 
 
-def _get(x, index):
-    """Rows ``index`` of ``x``, all in bounds by construction (no clamping traced)."""
-    return x.at[index].get(mode="promise_in_bounds")
+def _encode(values):
+    """The sources of per-body values as one array (n, k), and a function of rows of it (any
+    leading axes) giving the values there, as lanes."""
+    sources = [s for v in values if isinstance(v, _Lazy) for s in v.sources]
+    if not sources:
+        return jnp.zeros((1, 0)), lambda rows: list(values)
+    dtype = jnp.result_type(*(s for s in sources if jnp.issubdtype(s.dtype, jnp.floating)))
+    flat = [s.reshape(len(s), -1).astype(dtype) for s in sources]
+    bounds = np.cumsum([0, *(x.shape[1] for x in flat)])
+
+    def decode(rows):
+        read = iter(
+            (rows[..., a:b] > 0.5 if s.dtype == bool else rows[..., a:b]).reshape(*rows.shape[:-1], *s.shape[1:])
+            for s, a, b in zip(sources, bounds[:-1], bounds[1:])
+        )
+        return [v.fn(*(next(read) for _ in v.sources)) if isinstance(v, _Lazy) else v for v in values]
+
+    return jnp.concatenate(flat, 1), decode
 
 
 def _lanes(x):
