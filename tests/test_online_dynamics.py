@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
+
 import jax
 import numpy as np
 import pytest
@@ -38,10 +42,18 @@ def test_rigid_body_model_methods(arms):
     assert nominal.mass_matrix(q).dtype == np.float64 and nominal.joint_names == ("joint1", "joint2")
 
 
-def test_wrappers_leave_global_precision_alone(arms):
-    before = jax.config.jax_enable_x64
-    arms[0].mass_matrix([0.0, 0.0])
-    assert jax.config.jax_enable_x64 == before
+def test_wrappers_leave_global_precision_alone():
+    """In a fresh interpreter (the tests' conftest switches x64 on): a wrapper's float64 call
+    leaves JAX's default precision float32."""
+    script = (
+        "import jax, jax.numpy as jnp\n"
+        "from dense_armor.dynamics.urdf_dynamics import RigidBodyModel\n"
+        "from dense_armor.robots import write_minimal_urdf\n"
+        "M = RigidBodyModel(write_minimal_urdf()).mass_matrix([0.0, 0.0])\n"
+        "print(M.dtype, jax.config.jax_enable_x64, jnp.zeros(1).dtype)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    assert out.stdout.split() == ["float64", "False", "float32"], out.stdout + out.stderr
 
 
 def test_jit_patch_idiom_still_works(arms):
@@ -154,3 +166,17 @@ def test_detector_wrappers_fire_on_a_step():
     alarms_c = [cusum.update(x) for x in stream]
     assert any(alarms_h[100:105]) and any(alarms_c[100:115])
     assert not any(alarms_c[:100])
+
+
+def test_the_functional_api_is_flat():
+    """Every name of ``dense_armor.__all__`` resolves, to the object its module defines."""
+    import dense_armor
+    from dense_armor import dynamics, learners, payload, robot_learner
+
+    for name in dense_armor.__all__:
+        value = getattr(dense_armor, name)
+        home = next((m for m in (dynamics, learners, payload, robot_learner) if hasattr(m, name)), None)
+        assert home is None or getattr(home, name) is value, name
+    assert dense_armor.rnea is dynamics.rnea and dense_armor.RobotLearner is robot_learner.RobotLearner
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        dense_armor.nope  # noqa: B018

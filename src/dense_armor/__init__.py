@@ -1,16 +1,63 @@
-"""dense_armor: robot dynamics from a URDF in pure JAX, and online learning of what it gets wrong."""
+"""dense_armor: robot dynamics from a URDF in pure JAX, and online learning of what it gets wrong.
 
+The functional API is flat: ``dense_armor.parse_urdf``, the dynamics (``dense_armor.rnea``,
+``crba``, ``aba``, ...) and the learners (``dense_armor.ResidualLearner``, ``PayloadLearner``,
+``RobotLearner``, with ``step`` and ``replay``). The design document's classes keep their paths
+(``dense_armor.dynamics.urdf_dynamics``, ``dense_armor.utility.learn.online_dynamics``).
+"""
+
+import importlib
+
+from dense_armor.dynamics import (
+    aba,
+    body_regressor,
+    crba,
+    forward_kinematics,
+    frame_jacobian,
+    generalized_gravity,
+    joint_torque_regressor,
+    nonlinear_effects,
+    rnea,
+)
 from dense_armor.model import Model, attach_payload, payload_parameters, with_inertia
 from dense_armor.urdf import URDFError, parse_urdf
 
 __version__ = "0.1.0"
 
+# The learners are imported when first named: the dynamics alone load in half the time.
+_LEARNERS = {
+    "ResidualLearner": "learners", "Sample": "learners", "Stepper": "learners", "replay": "learners", "step": "learners",
+    "PayloadLearner": "payload", "RobotLearner": "robot_learner",
+}
+
+
+def __getattr__(name: str):
+    if name in _LEARNERS:
+        return getattr(importlib.import_module(f"dense_armor.{_LEARNERS[name]}"), name)
+    raise AttributeError(f"module 'dense_armor' has no attribute {name!r}")
+
 __all__ = [
     "Model",
+    "PayloadLearner",
+    "ResidualLearner",
+    "RobotLearner",
+    "Sample",
+    "Stepper",
     "URDFError",
+    "aba",
     "attach_payload",
+    "body_regressor",
+    "crba",
+    "forward_kinematics",
+    "frame_jacobian",
+    "generalized_gravity",
+    "joint_torque_regressor",
+    "nonlinear_effects",
     "parse_urdf",
     "payload_parameters",
+    "replay",
+    "rnea",
+    "step",
     "with_inertia",
     "__version__",
 ]

@@ -1,7 +1,7 @@
 """Flat buffers for a pytree: the cheapest way to call a jitted function from a Python loop.
 
 Every array a jitted call takes or returns costs dispatch time (argument parsing, a device
-buffer, a Python object: SPEC section 6 measured 1-2 us an array), so a learner's step called
+buffer, a Python object: about 1-2 us an array), so a learner's step called
 with its 17-29 leaves spends more on passing them than on its arithmetic. A :class:`Layout`
 records a pytree's structure, shapes and dtypes and packs its leaves into one 1-D buffer per
 storage dtype (``pack``); ``unpack`` is slices, reshapes and casts, which XLA folds into the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dense_armor import inertial
 from dense_armor.cli.common import table
 from dense_armor.urdf import parse_urdf
 
@@ -50,12 +51,7 @@ def cmd_info(args) -> int:
     print("\nbodies (links behind fixed joints merged into the body they hang from):")
     rows = []
     for b in range(n):
-        pi = np.asarray(model.inertia[b], dtype=float)
-        m = pi[0]
-        com = pi[1:4] / m if m > 0 else np.zeros(3)
-        ixx, ixy, iyy, ixz, iyz, izz = pi[4:10]
-        I_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-        I_c = I_o - m * (com @ com * np.eye(3) - np.outer(com, com))
+        m, com, I_c = inertial.to_com(np.asarray(model.inertia[b], dtype=float))
         merged = [f for f, body in zip(model.frame_names, model.frame_bodies) if body == b]
         rows.append([b, model.body_names[b], f"{m:.4g}", _vec(com), _vec(np.diag(I_c)), ", ".join(merged)])
     print(table(["#", "body", "mass [kg]", "com [m]", "inertia diag at com [kg m^2]", "links"], rows,

@@ -184,13 +184,10 @@ def materialize(x: jax.Array) -> jax.Array:
 
     XLA:CPU fuses an elementwise producer into every consumer, and a consumer that writes many
     elements (a learner's packed state, its stacked outputs) then recomputes, per element, the
-    whole straight-line RNEA behind ``x``: a Panda learner's step compiled to 7.4k arithmetic
-    operations, 5.3k with its two RNEAs materialized. A product with the identity is a ``dot``,
-    which XLA:CPU never fuses, so ``x`` is computed once, by its own kernel. Measured in
-    interleaved runs: ``learners.replay`` 0.92 instead of 1.04 us a sample on the two-link arm,
-    1.96 instead of 2.68 on Panda; a single step from Python, within the noise. Exact: every
-    entry is a product by 1 plus products by 0 (a NaN or inf in ``x`` spreads along its row,
-    which only screened, finite inputs reach).
+    whole straight-line RNEA behind ``x``. A product with the identity is a ``dot``, which
+    XLA:CPU never fuses, so ``x`` is computed once, by its own kernel (``docs/design.md``).
+    Exact: every entry is a product by 1 plus products by 0 (a NaN or inf in ``x`` spreads along
+    its row, which only screened, finite inputs reach).
     """
     # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones;
     # at full precision, which a GPU's default (TF32) would not keep.
@@ -301,11 +298,8 @@ def world_placements(model: Model, q, dtype) -> tuple:
     and sine of ``q`` (``p = p0 + q R0 a`` for a prismatic joint), are whole-array operations,
     composed over the tree by :func:`pointer_jumping`.
 
-    Known cost: the cosines and sines fuse into the first stage's gather, which evaluates them
-    again for every element it writes (on Panda, 0.9 of ``crba``'s 2.4 us a state in a scan
-    when it used these placements, measured by replacing them with a product); as a kernel of
-    their own they made a ninth in a scan's loop body and measured no better (2026-11-30).
-    :func:`joint_frame_placements` avoids both.
+    The cosines and sines fuse into the first stage's gather, which evaluates them again for
+    every element it writes; :func:`joint_frame_placements` avoids that.
     """
     prismatic = prismatic_mask(model)
     R0, p0, axis = (jnp.asarray(x, dtype) for x in (model.joint_rotation, model.joint_translation, model.axis))
@@ -326,8 +320,7 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
     computed once, out of the loop. The cosines and sines of ``q`` (and of the parents' ``q``,
     for the first stage) are a kernel of their own, so that no kernel evaluates them per
     element it writes; the first stage composes each joint with its parent from these
-    directly, without reading placements back (``crba`` on Panda: 8 kernels, 1.8-1.9 instead
-    of 2.6 us a state in a scan, measured 2026-11-30).
+    directly, without reading placements back.
     """
     prismatic = prismatic_mask(model)
     up = np.maximum(np.asarray(model.parents), 0)
