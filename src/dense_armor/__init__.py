@@ -8,17 +8,8 @@ The functional API is flat: ``dense_armor.parse_urdf``, the dynamics (``dense_ar
 
 import importlib
 
-from dense_armor.dynamics import (
-    aba,
-    body_regressor,
-    crba,
-    forward_kinematics,
-    frame_jacobian,
-    generalized_gravity,
-    joint_torque_regressor,
-    nonlinear_effects,
-    rnea,
-)
+from dense_armor import dynamics
+from dense_armor.dynamics import *  # noqa: F403 (its __all__: rnea, crba, aba, ...)
 from dense_armor.model import Model, attach_payload, payload_parameters, with_inertia
 from dense_armor.urdf import URDFError, parse_urdf
 
@@ -36,28 +27,15 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(f"dense_armor.{_LEARNERS[name]}"), name)
     raise AttributeError(f"module 'dense_armor' has no attribute {name!r}")
 
+
 __all__ = [
+    *dynamics.__all__,
+    *_LEARNERS,
     "Model",
-    "PayloadLearner",
-    "ResidualLearner",
-    "RobotLearner",
-    "Sample",
-    "Stepper",
     "URDFError",
-    "aba",
     "attach_payload",
-    "body_regressor",
-    "crba",
-    "forward_kinematics",
-    "frame_jacobian",
-    "generalized_gravity",
-    "joint_torque_regressor",
-    "nonlinear_effects",
     "parse_urdf",
     "payload_parameters",
-    "replay",
-    "rnea",
-    "step",
     "with_inertia",
     "__version__",
 ]
