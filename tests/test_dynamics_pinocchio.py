@@ -258,13 +258,30 @@ def test_float64_matches_pinocchio(name):
     check_float64(name)
 
 
-@pytest.mark.parametrize("name", CASES64)
+# op by op through the level walk is slow: the real robots and trees that branch, with every
+# joint kind (test_a_deep_tree_... compiles a level walk in the default run)
+LEVEL_CASES = ["panda", "ur5", "double_pendulum_continuous", "random_0", "random_3", "random_reversed_1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LEVEL_CASES)
 def test_the_walk_over_levels_matches_pinocchio(name, monkeypatch):
-    """The same with every tree walked level by level in a ``lax.scan`` (what trees of more
-    than ``UNROLLED_BODIES`` bodies get), ``aba`` by the articulated-body algorithm."""
+    """What runs over a walk of the tree, with every tree walked level by level in a
+    ``lax.scan`` (what trees of more than ``UNROLLED_BODIES`` bodies get; ``aba`` then the
+    articulated-body algorithm), op by op at one state."""
     monkeypatch.setattr(traversal, "UNROLLED_BODIES", 0)
-    assert isinstance(traversal.walk(case(name).model.parents), traversal.Levels)
-    check_float64(name)
+    c = case(name)
+    model, o = c.model, c.oracle
+    assert isinstance(traversal.walk(model.parents), traversal.Levels)
+    q, qd, qdd, tau = (x[0] for x in c.states(seed=1, count=1))
+    body = model.n - 1
+    with jax.disable_jit():
+        ours = {"rnea": rnea(model, q, qd, qdd), "nle": nonlinear_effects(model, q, qd), "gravity": generalized_gravity(model, q),
+                "aba": aba(model, q, qd, tau), "body": body_regressor(model, q, qd, qdd, body)}
+    expected = {"rnea": o.rnea(q, qd, qdd), "nle": o.nonlinear_effects(q, qd), "gravity": o.generalized_gravity(q),
+                "aba": o.aba(q, qd, tau), "body": o.joint_torque_regressor(q, qd, qdd)[:, 10 * body :]}
+    for key, value in expected.items():
+        assert_close(ours[key], value, RTOL64, f"{name} {key}")
 
 
 def check_float64(name):
@@ -418,8 +435,8 @@ def test_a_deep_tree_is_walked_by_levels_and_matches_pinocchio():
     tau = oracle.rnea(q, qd, qdd)
     assert_close(rnea(model, q, qd, qdd), tau, RTOL64, "rnea")
     assert_close(generalized_gravity(model, q), oracle.generalized_gravity(q), RTOL64, "generalized_gravity")
+    assert_close(nonlinear_effects(model, q, qd), oracle.nonlinear_effects(q, qd), RTOL64, "nonlinear_effects")
     assert_close(aba(model, q, qd, tau), qdd, RTOL64, "aba")
-    assert_close(crba(model, q), oracle.crba(q), RTOL64, "crba")
     body = model.n - 1
     assert_close(body_regressor(model, q, qd, qdd, body), oracle.joint_torque_regressor(q, qd, qdd)[:, 10 * body :], RTOL64,
                  "body_regressor")

@@ -178,5 +178,8 @@ def test_the_functional_api_is_flat():
         home = next((m for m in (dynamics, learners, payload, robot_learner) if hasattr(m, name)), None)
         assert home is None or getattr(home, name) is value, name
     assert dense_armor.rnea is dynamics.rnea and dense_armor.RobotLearner is robot_learner.RobotLearner
+    import dense_armor.replay  # noqa: F401 (a module of the package: no name of __all__ may be one)
+
+    assert not any(isinstance(getattr(dense_armor, name), type(dense_armor)) for name in dense_armor.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         dense_armor.nope  # noqa: B018

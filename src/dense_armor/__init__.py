@@ -2,8 +2,10 @@
 
 The functional API is flat: ``dense_armor.parse_urdf``, the dynamics (``dense_armor.rnea``,
 ``crba``, ``aba``, ...) and the learners (``dense_armor.ResidualLearner``, ``PayloadLearner``,
-``RobotLearner``, with ``step`` and ``replay``). The design document's classes keep their paths
-(``dense_armor.dynamics.urdf_dynamics``, ``dense_armor.utility.learn.online_dynamics``).
+``RobotLearner``, ``Sample``, ``Stepper``; their ``step`` and ``replay`` stay in
+``dense_armor.learners``, ``dense_armor.replay`` being a module). The design document's
+classes keep their paths (``dense_armor.dynamics.urdf_dynamics``,
+``dense_armor.utility.learn.online_dynamics``).
 """
 
 import importlib
@@ -17,8 +19,8 @@ __version__ = "0.1.0"
 
 # The learners are imported when first named: the dynamics alone load in half the time.
 _LEARNERS = {
-    "ResidualLearner": "learners", "Sample": "learners", "Stepper": "learners", "replay": "learners", "step": "learners",
-    "PayloadLearner": "payload", "RobotLearner": "robot_learner",
+    "ResidualLearner": "learners", "Sample": "learners", "Stepper": "learners", "PayloadLearner": "payload",
+    "RobotLearner": "robot_learner",
 }
 
 

@@ -17,50 +17,62 @@ force to its parent's as they are, with no change of frame:
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from dense_armor import spatial
+from dense_armor import inertial, spatial
 from dense_armor.dynamics import traversal
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.inverse_dynamics import Z3, _rnea, base_motion
+from dense_armor.dynamics.inverse_dynamics import _rnea
 from dense_armor.dynamics.mass_matrix import _mass_matrix, motion_subspaces, world_inertia
 from dense_armor.model import Model
 
-ZERO_INERTIA = ((Z3,) * 3,) * 3
+def cross_matrix(v):
+    """The (..., 6, 6) matrix of the spatial motion cross product ``v x``, for ``v`` (..., 6) =
+    ``(w, v_O)``; the force cross product ``v x*`` is minus its transpose."""
+    w, u = v[..., :3], v[..., 3:]
+    zero = jnp.zeros_like(w[..., 0])
+
+    def skew(x):
+        return jnp.stack([jnp.stack([zero, -x[..., 2], x[..., 1]], -1), jnp.stack([x[..., 2], zero, -x[..., 0]], -1),
+                          jnp.stack([-x[..., 1], x[..., 0], zero], -1)], -2)
+
+    W, Zero = skew(w), jnp.zeros_like(skew(w))
+    return jnp.concatenate([jnp.concatenate([W, Zero], -1), jnp.concatenate([skew(u), W], -1)], -2)
 
 
-def _apply(blocks, motion):
-    """A spatial inertia in blocks ``(A, B, C)`` (``n = A w + B v``, ``f = B^T w + C v``) times a motion."""
-    A, B, C = blocks
-    w, v = motion
-    return spatial.add(spatial.matvec(A, w), spatial.matvec(B, v)), spatial.add(spatial.matTvec(B, w), spatial.matvec(C, v))
+def _times(M, x):
+    """``M x`` for (..., 6, 6) matrices and (..., 6) vectors."""
+    return jnp.einsum("...ij,...j->...i", M, x, precision=jax.lax.Precision.HIGHEST)
 
 
-def _blocks(params):
-    """The blocks of a rigid body's inertia from its 10 parameters (about the world origin)."""
-    m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = params
-    Z = spatial.ZERO
-    return ((ixx, ixy, ixz), (ixy, iyy, iyz), (ixz, iyz, izz)), ((Z, -hz, hy), (hz, Z, -hx), (-hy, hx, Z)), ((m, Z, Z), (Z, m, Z), (Z, Z, m))
+def spatial_inertia(params):
+    """The (..., 6, 6) spatial inertia ``[[I_O, [h]], [[h]^T, m 1]]`` of 10 parameters (..., 10)."""
+    m, h = params[..., 0], params[..., 1:4]
+    I_O = inertial.rotational_inertia(params)
+    zero = jnp.zeros_like(m)
+    H = jnp.stack([jnp.stack([zero, -h[..., 2], h[..., 1]], -1), jnp.stack([h[..., 2], zero, -h[..., 0]], -1),
+                   jnp.stack([-h[..., 1], h[..., 0], zero], -1)], -2)
+    return jnp.concatenate([jnp.concatenate([I_O, H], -1), jnp.concatenate([-H, m[..., None, None] * jnp.eye(3, dtype=m.dtype)], -1)], -2)
 
 
 def velocity(v_parent, S, qd):
     """The first forward step: ``v_i = v_p + S_i qd_i``."""
-    return spatial.sadd(v_parent, tuple(spatial.scale(qd, x) for x in S))
+    return v_parent + S * qd[..., None]
 
 
-def articulated(children, S, inertia, v, qd, tau):
+def articulated(children, S, I, v, qd, tau):
     """The backward step: returns ``(U, D, u, c)`` and the articulated inertia and bias force
     ``(I^a, p^a)`` the body adds to its parent's."""
     inertia_children, bias_children = children
-    IA = tuple(spatial.madd(X, Y) for X, Y in zip(_blocks(inertia), inertia_children))
-    pA = spatial.sadd(spatial.cross_force(v, spatial.rigid_momentum(inertia, v)), bias_children)
-    U = _apply(IA, S)
-    D = spatial.dot(S[0], U[0]) + spatial.dot(S[1], U[1])
-    u = tau - spatial.dot(S[0], pA[0]) - spatial.dot(S[1], pA[1])
-    n, f = (spatial.scale(1.0 / D, x) for x in U)
-    Ia = tuple(spatial.msub(X, spatial.outer(a, b)) for X, (a, b) in zip(IA, ((n, U[0]), (n, U[1]), (f, U[1]))))
-    c = spatial.cross_motion(v, tuple(spatial.scale(qd, x) for x in S))
-    pa = spatial.sadd(spatial.sadd(pA, _apply(Ia, c)), tuple(spatial.scale(u / D, x) for x in U))
+    IA = I + inertia_children
+    pA = -_times(jnp.swapaxes(cross_matrix(v), -1, -2), _times(I, v)) + bias_children  # v x* I v
+    U = _times(IA, S)
+    D = jnp.sum(S * U, -1)
+    u = tau - jnp.sum(S * pA, -1)
+    c = _times(cross_matrix(v), S * qd[..., None])
+    Ia = IA - U[..., :, None] * U[..., None, :] / D[..., None, None]
+    pa = pA + _times(Ia, c) + U * (u / D)[..., None]
     return (U, D, u, c), (Ia, pa)
 
 
@@ -68,9 +80,9 @@ def acceleration(parent, S, projection):
     """The last forward step: ``a' = a_p + c``, ``qdd = (u - U^T a') / D``, ``a = a' + S qdd``."""
     a_parent, _ = parent
     U, D, u, c = projection
-    a = spatial.sadd(a_parent, c)
-    qdd = (u - spatial.dot(U[0], a[0]) - spatial.dot(U[1], a[1])) / D
-    return spatial.sadd(a, tuple(spatial.scale(qdd, x) for x in S)), qdd
+    a = a_parent + c
+    qdd = (u - jnp.sum(U * a, -1)) / D
+    return a + S * qdd[..., None], qdd
 
 
 def _aba(model: Model, q, qd, tau, dtype):
@@ -80,13 +92,14 @@ def _aba(model: Model, q, qd, tau, dtype):
         return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - _rnea(model, q, qd, None, dtype))
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
     # a joint frame's axis is its z: the motion subspaces and inertias about the world origin
-    S = walk.lanes(motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p))
-    inertia = walk.lanes(world_inertia(inertia, R, p))
-    qd, tau = walk.split(qd), walk.split(tau)
-    v0, a0 = base_motion(model, dtype)
-    v = walk.forward(velocity, v0, S, qd)
-    projections = walk.backward(articulated, (ZERO_INERTIA, v0), S, inertia, v, qd, tau)
-    a = walk.forward(acceleration, (a0, spatial.ZERO), S, projections)
+    S = jnp.stack([*(x for part in motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p) for x in part)], -1)
+    I = spatial_inertia(jnp.stack(world_inertia(inertia, R, p), -1))
+    S, I, qd, tau = walk.arrays(S), walk.arrays(I), walk.split(qd), walk.split(tau)
+    zero = jnp.zeros(6, dtype)
+    v = walk.forward(velocity, zero, S, qd)
+    projections = walk.backward(articulated, (jnp.zeros((6, 6), dtype), zero), S, I, v, qd, tau)
+    gravity = jnp.concatenate([zero[:3], -jnp.asarray(model.gravity, dtype)])
+    a = walk.forward(acceleration, (gravity, spatial.ZERO), S, projections)
     return walk.array(walk.map(lambda motion: motion[1], a))
 
 

@@ -15,15 +15,15 @@ the one place that decides how a tree pass compiles:
   linear in the depth and the compiled program does not grow with it.
 
 Values are nested tuples (the spatial algebra's vectors, pairs, :class:`typing.NamedTuple`)
-whose leaves are per-body scalars: for :class:`Unrolled` a list over the bodies of such tuples
-of 0-d arrays, for :class:`Levels` arrays over the bodies read inside the loop. Algorithms only
-pass them between the methods below. A static per-body flag (a joint's kind) is a Python ``bool`` for
+whose leaves are per-body scalars or arrays (:meth:`Levels.arrays`): for :class:`Unrolled` a
+list over the bodies, for :class:`Levels` arrays over the bodies read inside the loop, with a
+leading axis over a level's lanes. Algorithms only pass them between the methods below. A static per-body flag (a joint's kind) is a Python ``bool`` for
 :class:`Unrolled` and a lane for :class:`Levels`; :func:`choose` selects on either.
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -77,10 +77,6 @@ class Unrolled:
         if flag:
             return [x[i].item() for i in range(self.n)]
         return [scalars(x, (i,)) for i in range(self.n)]
-
-    def lanes(self, values) -> list:
-        """Per-body values from nested tuples of (n,) lanes (element ``i`` body ``i``'s)."""
-        return [jax.tree.map(lambda x: x[i], values) for i in range(self.n)]
 
     def map(self, fn: Callable, *values) -> list:
         """``fn`` applied to each body's values (no tree dependence)."""
@@ -150,61 +146,60 @@ class Levels:
         lanes. ``None`` is zero; a static ``flag`` array becomes a lane too."""
         return ZERO if x is None else _Lazy((jnp.asarray(x),), _lanes)
 
-    def lanes(self, values):
-        """Per-body values from nested tuples of (n,) lanes (element ``i`` body ``i``'s)."""
-        leaves, structure = _flatten(values)
-        return _Lazy((_pack(leaves),), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+    def arrays(self, x):
+        """Per-body values of an array ``x`` (n, ...): body ``i``'s ``x[i]``, kept an array
+        (with a leading axis over the lanes of a level)."""
+        return _Lazy((jnp.asarray(x),), lambda rows: rows)
 
     def map(self, fn: Callable, *values):
         """``fn`` applied to each body's values: once, to the lanes of all bodies."""
         rows, decode = _encode(values)
-        leaves, structure = _flatten(fn(*decode(rows)))
-        return _Lazy((_pack(leaves),), lambda rows: structure.unflatten(_unpack(rows, len(leaves))))
+        value = fn(*decode(rows))
+        packing = _Packing.of(value)
+        return _Lazy((packing.pack(value),), packing.unpack)
 
     def forward(self, fn: Callable, base, *values):
         """Base to tips, as :meth:`Unrolled.forward`; ``base`` is broadcast to every lane."""
         rows, decode = _encode(values)
         inputs = rows[self.bodies]  # (levels, width, k)
-        base = jax.tree.map(lambda x: x if x is ZERO else jnp.broadcast_to(x, self.bodies[0].shape), base)
-        leaves, structure = _flatten(fn(base, *decode(inputs[0])))
-        first = _pack(leaves)
+        width = self.bodies.shape[1]
+        base = jax.tree.map(lambda x: x if x is ZERO else jnp.broadcast_to(x, (width, *jnp.shape(x))), base)
+        first = fn(base, *decode(inputs[0]))
+        packing = _Packing.of(first)
 
         def level(previous, x):
             inputs, parent = x
             up = previous.at[jnp.maximum(parent, 0)].get(mode="promise_in_bounds")
-            value = _pack(_flatten(fn(structure.unflatten(_unpack(up, len(leaves))), *decode(inputs)))[0])
+            value = packing.pack(fn(packing.unpack(up), *decode(inputs)))
             return value, value
 
+        first = packing.pack(first)
         _, rest = jax.lax.scan(level, first, (inputs[1:], self.parent[1:]))
-        return self._results(jnp.concatenate([first[None], rest]), structure, len(leaves))
+        return self._results(jnp.concatenate([first[None], rest]), packing)
 
     def backward(self, fn: Callable, zero, *values):
         """Tips to base, as :meth:`Unrolled.backward`."""
         rows, decode = _encode(values)
         inputs = rows[self.bodies[::-1]]
-        dtype = rows.dtype
-        zeros, zero_structure = jax.tree.flatten(jax.tree.map(lambda _: jnp.zeros(self.bodies.shape[1], dtype), zero))
-        result, up = fn(zero_structure.unflatten(zeros), *decode(inputs[0]))
-        leaves, structure = _flatten(result)
-        lane = np.arange(self.bodies.shape[1])
+        width = self.bodies.shape[1]
+        zeros = jax.tree.map(lambda z: jnp.zeros((width, *jnp.shape(0.0 if z is ZERO else z)), rows.dtype), zero)
+        result, up = fn(zeros, *decode(inputs[0]))
+        packing, up_packing = _Packing.of(result), _Packing.of(up)
+        lane = np.arange(width)
 
         def level(below, x):
             inputs, children_parent = x
-            up, = below
             # each lane's children: the lanes of the level below whose parent it is
-            total = jnp.sum(jnp.where((children_parent[None, :] == lane[:, None])[:, :, None, None], up[None], 0.0), axis=1)
-            result, up = fn(zero_structure.unflatten(_unpack(total, len(zeros))), *decode(inputs))
-            return (_pack(_flatten(up)[0]),), _pack(_flatten(result)[0])
+            total = jnp.sum(jnp.where((children_parent[None, :] == lane[:, None])[:, :, None], below[None], 0.0), axis=1)
+            result, up = fn(up_packing.unpack(total), *decode(inputs))
+            return up_packing.pack(up), packing.pack(result)
 
-        below = (_pack(_flatten(up)[0]),)
-        _, rest = jax.lax.scan(level, below, (inputs[1:], self.parent[::-1][:-1]))
-        out = jnp.concatenate([_pack(leaves)[None], rest])[::-1]
-        return self._results(out, structure, len(leaves))
+        _, rest = jax.lax.scan(level, up_packing.pack(up), (inputs[1:], self.parent[::-1][:-1]))
+        return self._results(jnp.concatenate([packing.pack(result)[None], rest])[::-1], packing)
 
-    def _results(self, out, structure, count: int):
-        """Per-body values from a pass's outputs (levels, width, groups, group width)."""
-        out = out.reshape(-1, *out.shape[2:])[self.slot]
-        return _Lazy((out,), lambda rows: structure.unflatten(_unpack(rows, count)))
+    def _results(self, out, packing):
+        """Per-body values from a pass's outputs (levels, width, k)."""
+        return _Lazy((out.reshape(-1, out.shape[-1])[self.slot],), packing.unpack)
 
     def body(self, values, i: int):
         """Body ``i``'s value."""
@@ -251,27 +246,46 @@ def _lanes(x):
     return x if x.ndim == 1 else tuple(_lanes(x[:, k]) for k in range(x.shape[1]))
 
 
-def _pack(leaves) -> jax.Array:
-    """Lanes (W,) as one (W, groups, width) array, in groups of at most 8: XLA:CPU fuses a
-    concatenate of at most 8 operands into the computation of its operands."""
-    groups = -(-len(leaves) // 8)
-    width = -(-len(leaves) // groups)
-    leaves = [*leaves, *[jnp.zeros_like(leaves[0])] * (groups * width - len(leaves))]
-    return jnp.stack([jnp.stack(leaves[g * width : (g + 1) * width], -1) for g in range(groups)], -2)
+class _Packing(NamedTuple):
+    """How a value of lanes (nested tuples of arrays with a leading lane axis) lies in one
+    array (lanes, k): its leaves flattened, concatenated in groups of at most 8 (XLA:CPU fuses
+    a concatenate of at most 8 operands into the computation of its operands), the groups
+    padded to one width and stacked along another axis (which XLA does not merge with them)."""
 
+    structure: Any
+    shapes: tuple  # each leaf's trailing shape
 
-def _unpack(rows, count: int) -> list:
-    """The first ``count`` lanes of :func:`_pack` rows."""
-    width = rows.shape[-1]
-    return [rows[:, k // width, k % width] for k in range(count)]
+    @staticmethod
+    def of(value) -> _Packing:
+        leaves, structure = jax.tree.flatten(value)
+        return _Packing(structure, tuple(() if x is ZERO else jnp.shape(x)[1:] for x in leaves))
 
+    def _layout(self):
+        sizes = [int(np.prod(s)) for s in self.shapes]
+        groups = [list(range(g, min(g + 8, len(sizes)))) for g in range(0, len(sizes), 8)]
+        width = max(sum(sizes[i] for i in group) for group in groups)
+        start = {}
+        for g, group in enumerate(groups):
+            offset = g * width
+            for i in group:
+                start[i] = offset
+                offset += sizes[i]
+        return groups, width, [(start[i], start[i] + n) for i, n in enumerate(sizes)]
 
-def _flatten(value):
-    """The leaves of a value, structural zeros made arrays (a lane's shape and dtype), and its
-    structure."""
-    leaves, structure = jax.tree.flatten(value)
-    like = next(x for x in leaves if x is not ZERO)
-    return [jnp.zeros_like(like) if x is ZERO else jnp.broadcast_to(x, like.shape) for x in leaves], structure
+    def pack(self, value) -> jax.Array:
+        leaves = jax.tree.leaves(value)
+        like = next(x for x in leaves if x is not ZERO)
+        lanes = like.shape[0]
+        flat = [jnp.zeros((lanes, 1), like.dtype) if x is ZERO else jnp.broadcast_to(x, (lanes, *s)).reshape(lanes, -1)
+                for x, s in zip(leaves, self.shapes)]
+        groups, width, _ = self._layout()
+        rows = [jnp.concatenate([flat[i] for i in group], -1) for group in groups]
+        rows = [jnp.pad(r, ((0, 0), (0, width - r.shape[-1]))) for r in rows]
+        return jnp.stack(rows, -2).reshape(lanes, -1)
+
+    def unpack(self, rows):
+        _, _, spans = self._layout()
+        return self.structure.unflatten([rows[..., a:b].reshape(*rows.shape[:-1], *s) for (a, b), s in zip(spans, self.shapes)])
 
 
 def scalars(x, prefix: tuple = ()):
