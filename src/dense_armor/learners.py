@@ -35,15 +35,8 @@ in the non-zero entries. With random motion exciting ``p`` features, its memory 
 always 0, overflows to inf after about 7e4 samples at ``lam = 0.99`` even in float64).
 
 Precision. The covariance is updated in the textbook form ``P - K x' P`` (then symmetrised) in
-every dtype; ``joseph=True`` selects the Joseph form. Measured on the two-link arm over 10^5
-samples at ``lam = 0.99`` (tests/test_learners.py, benchmarks/drift.py): in float32 the
-learner stays finite, ``P`` stays exactly symmetric and positive semi-definite (to rounding),
-and with ``delta = 1e6`` the predictions stay within 2e-3 N m of float64's from sample 1000 on
-and within 5e-5 N m from sample 10^4 on (float32 cannot hold ``P``'s first updates from a 1e6
-prior, and directional forgetting keeps that early error for a few thousand samples); with
-``delta = 1e3``, within 3e-5 N m from sample 1000 on. The Joseph form did not do better here
-(with directional forgetting it was briefly indefinite in float32), so it is not the default.
-For float32 batches use ``delta`` of 1e2-1e4.
+every dtype; ``joseph=True`` selects the Joseph form. For float32 use ``delta`` of 1e2-1e4
+(``docs/design.md``, "float32 learners", has the measurements).
 
 A sample with a NaN or inf is skipped inside the step: the state is unchanged except for the
 ``rejected`` counter, and the outputs of that step are NaN.

@@ -43,20 +43,9 @@ and lowers the forgetting factor to ``fast_lam`` for ``warmup_steps`` samples, a
 statistics restart so that the report describes the new regime.
 
 Precision (float32, what a GPU batch runs). The covariance is updated in the textbook form
-``P - K X P`` (symmetrised) in every dtype. Measured on the two-link arm in a vertical plane
-over 10^5 samples at ``lam = 0.99`` with payload, viscous and Coulomb friction and noise
-sigma = 0.01 (tests/test_payload.py, benchmarks/payload.py): the float32 learner stays finite,
-``P`` stays exactly symmetric and positive semi-definite from the 10th sample on, and its
-predictions stay within 3e-5 N m of float64's from sample 1000 on. With the default
-``delta = 1e6`` the first samples are where float32 loses: ``P`` is indefinite by about 1e-4
-of its largest eigenvalue while there are fewer equations than excited parameters (samples
-0-5), and the predictions differ by up to 2e-2 N m over the first 1000 samples; with
-``delta = 1e3`` they stay within 5e-5 N m throughout and ``P`` is positive semi-definite
-throughout. For float32 use ``delta`` of 1e2-1e4. At ``delta = 1e6`` the Joseph form
-(``joseph=True``) does worse (differences up to 1.8 N m over the first 1000 samples, and ``P``
-still indefinite by 2e-6 of its largest eigenvalue later on) and updating the stacked rows one
-at a time did no better (``P`` indefinite in samples 0-5 all the same, 0.1 N m early
-differences); no square-root form is implemented.
+``P - K X P`` (symmetrised) in every dtype. For float32 use ``delta`` of 1e2-1e4
+(``docs/design.md``, "float32 learners", has the measurements); no square-root form is
+implemented.
 
 Physical report. :func:`payload_estimate` turns ``w`` and ``P`` into mass, centre of mass,
 rotational inertia about the centre of mass and friction coefficients, each with a standard

@@ -54,24 +54,9 @@ by default so the plain call is the textbook update:
 Numerical form: ``joseph=True`` computes the same covariance in the Kalman
 filter's Joseph form, ``P <- (I - K x') (P / lam) (I - K x')' + K K'``, a sum
 of positive semi-definite terms that damps rounding errors where the
-subtraction ``P - K x' P`` can let them grow. In float64 both forms agree to
-rounding. In float32, ``delta = 1e6`` puts ``P``'s condition number past
-float32's ``1 / eps`` (about 1e7) during the first samples; with
-ill-conditioned features (a constant next to a nearly constant gravity
-feature, as in the learners' basis) either form can then turn slightly
-indefinite for a while. Measured on such features over 2e4 samples: the
-Joseph form was indefinite for at most 42 early samples; the textbook form
-stayed indefinite for 1346 samples at ``lam = 0.999`` on one seed, with ``w``
-off by 0.6. With ``delta <= 1e4`` both forms stayed positive definite and,
-after the first 100 samples, within 2e-5 of float64. So for float32 use a
-``delta`` no larger than needed (1e2-1e4 for features of order one); for
-this plain RLS ``joseph=True`` helps too, but inside the learners (directional
-forgetting, :mod:`dense_armor.learners` and :mod:`dense_armor.payload`) it
-measured no better than the textbook form, which they keep by default. In
-float64 the textbook form is fine. With
-well-conditioned features (i.i.d. Gaussian) the textbook form in float32 at
-``lam = 0.99``, ``delta = 1e6`` stays positive definite over 1e5 samples
-(tested).
+subtraction ``P - K x' P`` can let them grow. For float32 use a ``delta`` no
+larger than needed (1e2-1e4 for features of order one); ``docs/design.md``
+("float32 learners") has the measurements.
 
 References:
     Ljung, L., Soderstrom, T. (1983). Theory and Practice of Recursive
