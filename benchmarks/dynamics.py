@@ -214,10 +214,7 @@ def scaling(async_dispatch: bool) -> dict:
         model = jax.device_put(parse_urdf(xml))
         q, qd, x = (jnp.asarray(a[0]) for a in _states(n, 1))
         args = {"rnea": (model, q, qd, x), "crba": (model, q), "aba": (model, q, qd, x)}
-        pm = pinocchio_model(xml)
-        pdata = pm.createData()
-        pq, pqd, px = (np.asarray(a) for a in (q, qd, x))
-        pin_args = {"rnea": (pq, pqd, px), "crba": (pq,), "aba": (pq, pqd, px)}
+        pm, pdata, pin_args = _pinocchio(xml, n, q, qd, x)
         r, calls = {}, {}
         for fn in SCALED:
             f = getattr(dynamics, fn)
@@ -232,9 +229,8 @@ def scaling(async_dispatch: bool) -> dict:
 
 def render_scaling(r: dict) -> str:
     """The chains' table: each call, and its ratio to the 8-joint chain's."""
-    rows = []
+    rows, first = [], r[CHAINS[0]]
     for n, x in r.items():
-        first = r[CHAINS[0]]
         rows.append([str(n), *(f"{fmt(x[fn])} ({x[fn] / first[fn]:.1f}x)" for fn in SCALED),
                      *(f"{fmt(x[f'pin_{fn}'], 2)} ({x[f'pin_{fn}'] / first[f'pin_{fn}']:.1f}x)" for fn in SCALED),
                      *(fmt(x[f"compile_{fn}"], 2) for fn in SCALED)])
@@ -249,7 +245,8 @@ def _pinocchio(xml: str, n: int, q, qd, qdd):
     if pm.nq != n:  # continuous joints: (cos, sin)
         raise ValueError(f"{pm.name}: nq {pm.nq} != n {n}")
     pq, pqd, pqdd = (np.asarray(x) for x in (q, qd, qdd))
-    args = {"rnea": (pq, pqd, pqdd), "crba": (pq,), "generalized_gravity": (pq,), "joint_torque_regressor": (pq, pqd, pqdd)}
+    args = {"rnea": (pq, pqd, pqdd), "crba": (pq,), "generalized_gravity": (pq,), "joint_torque_regressor": (pq, pqd, pqdd),
+            "aba": (pq, pqd, pqdd)}  # aba takes the last as torques
     return pm, pm.createData(), args
 
 

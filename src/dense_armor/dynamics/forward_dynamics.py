@@ -27,18 +27,17 @@ from dense_armor.dynamics.inverse_dynamics import _rnea
 from dense_armor.dynamics.mass_matrix import _mass_matrix, motion_subspaces, world_inertia
 from dense_armor.model import Model
 
+
+def _skew(x):
+    """``[x]`` (..., 3, 3), the matrix of ``x x .``, for vectors ``x`` (..., 3)."""
+    return jnp.stack([jnp.stack(row, -1) for row in spatial.skew(tuple(x[..., k] for k in range(3)))], -2)
+
+
 def cross_matrix(v):
     """The (..., 6, 6) matrix of the spatial motion cross product ``v x``, for ``v`` (..., 6) =
     ``(w, v_O)``; the force cross product ``v x*`` is minus its transpose."""
-    w, u = v[..., :3], v[..., 3:]
-    zero = jnp.zeros_like(w[..., 0])
-
-    def skew(x):
-        return jnp.stack([jnp.stack([zero, -x[..., 2], x[..., 1]], -1), jnp.stack([x[..., 2], zero, -x[..., 0]], -1),
-                          jnp.stack([-x[..., 1], x[..., 0], zero], -1)], -2)
-
-    W, Zero = skew(w), jnp.zeros_like(skew(w))
-    return jnp.concatenate([jnp.concatenate([W, Zero], -1), jnp.concatenate([skew(u), W], -1)], -2)
+    W = _skew(v[..., :3])
+    return jnp.concatenate([jnp.concatenate([W, jnp.zeros_like(W)], -1), jnp.concatenate([_skew(v[..., 3:]), W], -1)], -2)
 
 
 def _times(M, x):
@@ -48,11 +47,8 @@ def _times(M, x):
 
 def spatial_inertia(params):
     """The (..., 6, 6) spatial inertia ``[[I_O, [h]], [[h]^T, m 1]]`` of 10 parameters (..., 10)."""
-    m, h = params[..., 0], params[..., 1:4]
+    m, H = params[..., 0], _skew(params[..., 1:4])
     I_O = inertial.rotational_inertia(params)
-    zero = jnp.zeros_like(m)
-    H = jnp.stack([jnp.stack([zero, -h[..., 2], h[..., 1]], -1), jnp.stack([h[..., 2], zero, -h[..., 0]], -1),
-                   jnp.stack([-h[..., 1], h[..., 0], zero], -1)], -2)
     return jnp.concatenate([jnp.concatenate([I_O, H], -1), jnp.concatenate([-H, m[..., None, None] * jnp.eye(3, dtype=m.dtype)], -1)], -2)
 
 
@@ -92,7 +88,8 @@ def _aba(model: Model, q, qd, tau, dtype):
         return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - _rnea(model, q, qd, None, dtype))
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
     # a joint frame's axis is its z: the motion subspaces and inertias about the world origin
-    S = jnp.stack([*(x for part in motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p) for x in part)], -1)
+    w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)
+    S = jnp.stack([*w, *v], -1)
     I = spatial_inertia(jnp.stack(world_inertia(inertia, R, p), -1))
     S, I, qd, tau = walk.arrays(S), walk.arrays(I), walk.split(qd), walk.split(tau)
     zero = jnp.zeros(6, dtype)

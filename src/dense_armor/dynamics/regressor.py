@@ -66,7 +66,7 @@ def _force_terms() -> tuple[tuple, np.ndarray]:
 
     def columns(x):
         motion, acceleration = (tuple(x[0:3]), tuple(x[3:6])), (tuple(x[6:9]), tuple(x[9:12]))
-        return np.array([[0.0 if x is spatial.ZERO else x for x in (*n, *f)] for n, f in body_force_regressor(motion, acceleration)])
+        return np.array([[0.0 if y is spatial.ZERO else y for y in (*n, *f)] for n, f in body_force_regressor(motion, acceleration)])
 
     e = np.eye(12)
     terms = [(t,) for t in range(6, 12)]

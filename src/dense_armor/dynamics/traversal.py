@@ -17,8 +17,9 @@ the one place that decides how a tree pass compiles:
 Values are nested tuples (the spatial algebra's vectors, pairs, :class:`typing.NamedTuple`)
 whose leaves are per-body scalars or arrays (:meth:`Levels.arrays`): for :class:`Unrolled` a
 list over the bodies, for :class:`Levels` arrays over the bodies read inside the loop, with a
-leading axis over a level's lanes. Algorithms only pass them between the methods below. A static per-body flag (a joint's kind) is a Python ``bool`` for
-:class:`Unrolled` and a lane for :class:`Levels`; :func:`choose` selects on either.
+leading axis over a level's lanes. Algorithms only pass them between the methods below. A
+static per-body flag (a joint's kind) is a Python ``bool`` for :class:`Unrolled` and a lane for
+:class:`Levels`; :func:`choose` selects on either.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import spatial
 from dense_armor.spatial import ZERO
 
 #: The largest tree that :func:`walk` unrolls.

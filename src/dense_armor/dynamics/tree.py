@@ -87,9 +87,9 @@ def joint_frames(model: Model, dtype, parents: bool = False) -> jax.Array:
     of its joint axis). A revolute joint then places its frame in its parent's at
     ``(C Rot(z, q), d)`` with ``C = B_parent^T R0 B_i`` and ``d = B_parent^T p0`` fixed
     (``B = 1`` for the base), a prismatic one at ``(C, d + q C e_z)``; the body's inertial
-    parameters rotate to ``(m, B^T h, B^T I B)``. A tree pass in these frames needs about 30 % fewer operations: with the axis
-    along z, the joint's rotation, its motion subspace and its projection are free of products
-    (what Pinocchio gets from its specialised joint types).
+    parameters rotate to ``(m, B^T h, B^T I B)``. A tree pass in these frames needs about 30 %
+    fewer operations: with the axis along z, the joint's rotation, its motion subspace and its
+    projection are free of products (what Pinocchio gets from its specialised joint types).
 
     The model's arrays are read by one gather, and the result is put behind an optimization
     barrier: in a single call that is two small kernels (more inputs, or an axis lane read in
