@@ -21,19 +21,22 @@ JOINT_KINDS = ("revolute", "continuous", "prismatic")
 
 
 #: Static fields of a model: the topology, hashable, part of the pytree structure.
-STATIC = ("name", "joint_names", "joint_kinds", "parents", "body_names", "frame_names", "frame_bodies")
+STATIC = ("name", "joint_names", "joint_kinds", "parents", "body_names", "frame_names", "frame_bodies", "mimics")
 #: Array fields of a model, in their order in :attr:`Model.data`.
 ARRAYS = (
     "joint_rotation", "joint_translation", "axis", "inertia", "frame_rotation", "frame_translation",
-    "lower", "upper", "velocity_limit", "effort_limit", "gravity",
+    "lower", "upper", "velocity_limit", "effort_limit", "gravity", "mimic_multiplier", "mimic_offset",
 )
 
 
 class Model:
     """A fixed-base kinematic tree with one body per movable joint.
 
-    Bodies are numbered like joints (body ``i`` is moved by joint ``i``); links behind fixed
-    joints are merged into the body they hang from and kept as frames.
+    Bodies are numbered like the tree's joints (body ``i`` is moved by joint ``i``); links
+    behind fixed joints are merged into the body they hang from and kept as frames. Each joint
+    has a coordinate of its own, except coupled mimic joints (URDF ``<mimic>``, parsed with
+    ``mimic=True``), which follow another joint's coordinate: ``q_i = multiplier * q_c +
+    offset``. Without them (the default) coordinates and bodies are numbered alike.
 
     A pytree with one leaf, :attr:`data`, every array flattened and concatenated: a jitted
     function that takes the model passes one array for it (each array a call takes costs
@@ -45,36 +48,44 @@ class Model:
 
     Attributes:
         name: robot name from the URDF.
-        joint_names: (n,) movable joint names, the order of ``q`` (depth-first, file order).
-        joint_kinds: (n,) ``"revolute"``, ``"continuous"`` or ``"prismatic"``.
-        parents: (n,) parent body of each joint, ``-1`` for the fixed base.
-        body_names: (n,) name of the link each joint moves.
+        joint_names: (n,) the joints with a coordinate, the order of ``q`` (depth-first, file order).
+        joint_kinds: (B,) each body's joint: ``"revolute"``, ``"continuous"`` or ``"prismatic"``.
+        parents: (B,) parent body of each body, ``-1`` for the fixed base.
+        body_names: (B,) name of the link each joint moves.
         frame_names: (F,) every URDF link, depth-first; ``frame_names[0]`` is the root.
         frame_bodies: (F,) body each frame is rigidly attached to, ``-1`` for the base.
+        mimics: (M,) the coupled mimic joints, ``(name, body, coordinate)`` each: the joint
+            moving ``body`` follows coordinate ``coordinate``; empty by default.
         data: (..., size) every array of :data:`ARRAYS`, flattened and concatenated in that order.
-        joint_rotation: (n, 3, 3) joint origin orientation in the parent body frame.
-        joint_translation: (n, 3) joint origin position in the parent body frame, m.
-        axis: (n, 3) unit joint axis in the joint frame.
-        inertia: (n, 10) inertial parameters of each body in its frame
+        joint_rotation: (B, 3, 3) joint origin orientation in the parent body frame.
+        joint_translation: (B, 3) joint origin position in the parent body frame, m.
+        axis: (B, 3) unit joint axis in the joint frame.
+        inertia: (B, 10) inertial parameters of each body in its frame
             ``(m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz)``, I about the origin.
         frame_rotation: (F, 3, 3) and frame_translation: (F, 3): frame placement in its body.
-        lower, upper: (n,) position limits (rad or m, +-inf when absent).
+        lower, upper: (n,) position limits of the coordinates (rad or m, +-inf when absent).
         velocity_limit, effort_limit: (n,) limits (inf when absent).
         gravity: (3,) gravity acceleration in the base frame, m/s^2.
+        mimic_multiplier, mimic_offset: (M,) each mimic joint's ``q_i = multiplier * q_c + offset``.
     """
 
-    def __init__(self, *, name, joint_names, joint_kinds, parents, body_names, frame_names, frame_bodies, **arrays):
+    def __init__(self, *, name, joint_names, joint_kinds, parents, body_names, frame_names, frame_bodies, mimics=(),
+                 mimic_multiplier=(), mimic_offset=(), **arrays):
         """Keyword arguments: the attributes above, the arrays of :data:`ARRAYS` by name (NumPy
         arrays make a NumPy ``data``, JAX or traced ones a JAX one). An array may carry leading
         batch axes; the others are broadcast to them."""
+        arrays.update(mimic_multiplier=mimic_multiplier, mimic_offset=mimic_offset)
         if sorted(arrays) != sorted(ARRAYS):
             raise TypeError(f"Model: expected the arrays {', '.join(ARRAYS)}; got {', '.join(arrays)}")
+        mimics = tuple((str(joint), int(body), int(coordinate)) for joint, body, coordinate in mimics)
         static = (name, tuple(joint_names), tuple(joint_kinds), tuple(parents), tuple(body_names),
-                  tuple(frame_names), tuple(frame_bodies))
+                  tuple(frame_names), tuple(frame_bodies), mimics)
+        if len(joint_names) + len(mimics) != len(parents):
+            raise ValueError(f"Model: {len(joint_names)} coordinates and {len(mimics)} mimic joints for {len(parents)} bodies")
         shapes = _shapes(static)
         values = [arrays[key] for key in ARRAYS]
         xp = jnp if any(isinstance(x, jax.Array) for x in values) else np
-        values = [xp.asarray(x) for x in values]
+        values = [xp.asarray(x, float) if np.size(x) == 0 else xp.asarray(x) for x in values]
         for key, x, shape in zip(ARRAYS, values, shapes):
             if x.shape[x.ndim - len(shape) :] != shape:
                 raise ValueError(f"Model: {key} has shape {x.shape}, expected {shape}")
@@ -129,8 +140,31 @@ class Model:
 
     @property
     def n(self) -> int:
-        """Number of movable joints (the length of ``q``)."""
+        """Number of coordinates (the length of ``q``)."""
         return len(self.joint_names)
+
+    @property
+    def n_bodies(self) -> int:
+        """Number of bodies (movable joints, mimic joints included)."""
+        return len(self.parents)
+
+    @property
+    def coordinates(self) -> np.ndarray:
+        """(B,) static: the coordinate each body's joint follows (its own, or a mimic's)."""
+        return _coordinates(self._static)
+
+    @property
+    def coordinate_bodies(self) -> np.ndarray:
+        """(n,) static: the body each coordinate's own joint moves."""
+        mimic = {body for _, body, _ in self.mimics}
+        return np.array([b for b in range(self.n_bodies) if b not in mimic], int)
+
+    @property
+    def body_joint_names(self) -> tuple[str, ...]:
+        """(B,) the name of the joint that moves each body."""
+        names = {body: joint for joint, body, _ in self.mimics}
+        own = iter(self.joint_names)
+        return tuple(names[b] if b in names else next(own) for b in range(self.n_bodies))
 
     def frame_index(self, frame: str | int) -> int:
         """Index into ``frame_names`` of a link name (an int is returned as is)."""
@@ -167,8 +201,22 @@ def _spans(static) -> dict[str, tuple[int, tuple[int, ...]]]:
 
 def _shapes(static) -> tuple[tuple[int, ...], ...]:
     """The shapes of the arrays of :data:`ARRAYS` for a model's static fields."""
-    n, frames = len(static[1]), len(static[5])
-    return ((n, 3, 3), (n, 3), (n, 3), (n, 10), (frames, 3, 3), (frames, 3), (n,), (n,), (n,), (n,), (3,))
+    n, bodies, frames, mimics = len(static[1]), len(static[3]), len(static[5]), len(static[7])
+    return ((bodies, 3, 3), (bodies, 3), (bodies, 3), (bodies, 10), (frames, 3, 3), (frames, 3), (n,), (n,), (n,), (n,),
+            (3,), (mimics,), (mimics,))
+
+
+def _coordinates(static) -> np.ndarray:
+    """(B,) the coordinate each body's joint follows, from a model's static fields."""
+    follows = {body: coordinate for _, body, coordinate in static[7]}
+    out, own = [], 0
+    for b in range(len(static[3])):
+        if b in follows:
+            out.append(follows[b])
+        else:
+            out.append(own)
+            own += 1
+    return np.array(out, int)
 
 
 def payload_parameters(mass, com=(0.0, 0.0, 0.0), inertia=None):
@@ -205,7 +253,7 @@ def attach_payload(model: Model, link: str, mass, com=(0.0, 0.0, 0.0), inertia=N
     R = spatial.as_tuple(jnp.asarray(model.frame_rotation[frame], params.dtype))
     p = spatial.as_tuple(jnp.asarray(model.frame_translation[frame], params.dtype))
     in_body = jnp.stack(spatial.rigid_params_to_parent(spatial.as_tuple(params), R, p))
-    select = jnp.arange(model.n) == body  # a broadcast, not a scatter: any batch sharding propagates
+    select = jnp.arange(model.n_bodies) == body  # a broadcast, not a scatter: any batch sharding propagates
     inertia_new = jnp.asarray(model.inertia, params.dtype) + jnp.where(select[:, None], in_body, 0.0)
     return model.replace(inertia=inertia_new)
 
@@ -213,8 +261,8 @@ def attach_payload(model: Model, link: str, mass, com=(0.0, 0.0, 0.0), inertia=N
 def with_inertia(model: Model, inertia) -> Model:
     """A new model with all inertial parameters replaced by ``inertia`` (n, 10)."""
     inertia = jnp.asarray(inertia)
-    if inertia.shape != (model.n, 10):
-        raise ValueError(f"inertia: expected shape ({model.n}, 10), got {inertia.shape}")
+    if inertia.shape != (model.n_bodies, 10):
+        raise ValueError(f"inertia: expected shape ({model.n_bodies}, 10), got {inertia.shape}")
     return model.replace(inertia=inertia)
 
 
@@ -224,18 +272,22 @@ def lock_joints(model: Model, positions) -> Model:
 
     Each locked joint's body is merged into its parent body at that position (its inertia
     moved into the parent's frame; on the base, it carries no dynamics), its child joints and
-    frames hang from the parent, and the remaining joints keep their order. Host NumPy: the
-    model's arrays must be concrete.
+    frames hang from the parent, and the remaining joints keep their order. A coupled mimic
+    joint is locked with the joint it follows. Host NumPy: the model's arrays must be concrete.
 
     Args:
         model: the robot.
         positions: ``{joint name: position}`` (rad or m).
 
     Raises:
-        ValueError: a name that is not a movable joint of the model, a non-finite position,
-            or every joint locked.
+        ValueError: a name that is not a coordinate of the model (a coupled mimic joint
+            included), a non-finite position, or every joint locked.
     """
     positions = dict(positions)
+    followers = {joint: model.joint_names[c] for joint, _, c in model.mimics}
+    for name in positions:
+        if name in followers:
+            raise ValueError(f"lock: {name!r} mimics {followers[name]!r}; lock {followers[name]!r}, and it follows")
     unknown = [name for name in positions if name not in model.joint_names]
     if unknown:
         raise ValueError(f"lock: {', '.join(map(repr, unknown))} is not a movable joint (joints: {', '.join(model.joint_names)})")
@@ -247,13 +299,16 @@ def lock_joints(model: Model, positions) -> Model:
     arrays = {key: np.array(getattr(model, key), np.float64) for key in ARRAYS}
     parents = list(model.parents)
     frame_bodies = list(model.frame_bodies)
-    keep = [i for i, name in enumerate(model.joint_names) if name not in positions]
-    for i, name in enumerate(model.joint_names):
-        if name not in positions:
-            continue
+    # every locked body's joint position: its coordinate's, or a mimic's function of it
+    at = np.array([float(positions.get(model.joint_names[c], np.nan)) for c in model.coordinates])
+    for k, (_, body, _) in enumerate(model.mimics):
+        at[body] = arrays["mimic_multiplier"][k] * at[body] + arrays["mimic_offset"][k]
+    locked = ~np.isnan(at)
+    keep = [i for i in range(model.n_bodies) if not locked[i]]
+    for i in np.flatnonzero(locked):
         # where body i sits in its parent, at the locked position
         R0, p0, a = arrays["joint_rotation"][i], arrays["joint_translation"][i], arrays["axis"][i]
-        x = float(positions[name])
+        x = float(at[i])
         if model.joint_kinds[i] == "prismatic":
             R, p = R0, p0 + x * R0 @ a
         else:
@@ -262,7 +317,7 @@ def lock_joints(model: Model, positions) -> Model:
         up = parents[i]
         if up >= 0:
             arrays["inertia"][up] += np.array(spatial.rigid_params_to_parent(tuple(arrays["inertia"][i]), spatial.as_tuple(R), tuple(p)))
-        for c in range(model.n):  # children of i now hang from its parent
+        for c in range(model.n_bodies):  # children of i now hang from its parent
             if parents[c] == i:
                 parents[c] = up
                 arrays["joint_rotation"][c] = R @ arrays["joint_rotation"][c]
@@ -274,14 +329,19 @@ def lock_joints(model: Model, positions) -> Model:
                 arrays["frame_translation"][f] = R @ arrays["frame_translation"][f] + p
     renumber = {old: new for new, old in enumerate(keep)}
     renumber[-1] = -1
-    per_joint = {"joint_rotation", "joint_translation", "axis", "inertia", "lower", "upper", "velocity_limit", "effort_limit"}
+    coordinates = [c for c, name in enumerate(model.joint_names) if name not in positions]
+    mimics = [k for k, (_, body, _) in enumerate(model.mimics) if not locked[body]]
+    kept = {**dict.fromkeys(("joint_rotation", "joint_translation", "axis", "inertia"), keep),
+            **dict.fromkeys(("lower", "upper", "velocity_limit", "effort_limit"), coordinates),
+            **dict.fromkeys(("mimic_multiplier", "mimic_offset"), mimics)}
     return Model(
         name=model.name,
-        joint_names=[model.joint_names[i] for i in keep],
+        joint_names=[model.joint_names[c] for c in coordinates],
         joint_kinds=[model.joint_kinds[i] for i in keep],
         parents=[renumber[parents[i]] for i in keep],
         body_names=[model.body_names[i] for i in keep],
         frame_names=model.frame_names,
         frame_bodies=[renumber[b] for b in frame_bodies],
-        **{key: value[keep] if key in per_joint else value for key, value in arrays.items()},
+        mimics=[(joint, renumber[body], coordinates.index(c)) for joint, body, c in (model.mimics[k] for k in mimics)],
+        **{key: value[kept[key]] if key in kept else value for key, value in arrays.items()},
     )

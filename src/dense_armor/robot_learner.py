@@ -5,10 +5,10 @@ four terms per joint,
 
     tau = Y(q, qd, qdd) pi  +  a qdd  +  f_v qd  +  f_c tanh(qd / v0)  +  f_0  +  noise,
 
-``Y`` the joint-torque regressor (n, 10 n) (:func:`dense_armor.dynamics.joint_torque_regressor`),
+``Y`` the joint-torque regressor (n, 10 B) (:func:`dense_armor.dynamics.joint_torque_regressor`),
 ``a`` the rotor inertia reflected to each joint (armature), ``f_v`` viscous and ``f_c`` Coulomb
-friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset. The ``14 n`` parameters
-are shared by all joints; one Bayesian recursive least squares learns them from the ``n`` joint
+friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset, per coordinate (``B = n``
+bodies but for coupled mimic joints). The ``p = 10 B + 4 n`` parameters are shared by all joints; one Bayesian recursive least squares learns them from the ``n`` joint
 equations of each sample.
 
 The URDF is the prior. Its mean is the URDF's inertial parameters (no armature, friction or
@@ -85,7 +85,7 @@ __all__ = [
     "torque_scale",
 ]
 
-#: The per-joint terms, in their order in ``w`` after the ``10 n`` inertial parameters.
+#: The per-joint terms, in their order in ``w`` after the ``10 B`` inertial parameters.
 JOINT_TERMS = ("armature", "viscous", "coulomb", "offset")
 #: The weight, in samples, of the prior's noise level in the running estimate.
 PRIOR_SAMPLES = 10.0
@@ -126,11 +126,10 @@ class Prior(NamedTuple):
     noise: float | Any | None = None
 
     def std(self, model: Model) -> np.ndarray:
-        """(14 n,) standard deviations of ``w``: the 10 n inertial parameters, then each joint
-        term for every joint."""
-        n = model.n
+        """(10 B + 4 n,) standard deviations of ``w``: the 10 B inertial parameters, then each
+        joint term for every joint."""
         pi = np.abs(np.asarray(model.inertia, np.float64))
-        relative = np.broadcast_to(np.asarray(self.relative, np.float64), (n,))
+        relative = np.broadcast_to(np.asarray(self.relative, np.float64), (model.n_bodies,))
         floor = np.array([self.mass_floor] + [self.moment_floor] * 3 + [self.inertia_floor] * 6)
         inertia = np.maximum(relative[:, None] * pi, floor)
         scale = torque_scale(model)
@@ -184,7 +183,7 @@ class RobotState(NamedTuple):
     """The whole-robot learner's memory (save it and a restart loses nothing).
 
     Attributes:
-        rls: ``w`` (14 n,) the parameters' deviation from the URDF, ``P`` (14 n, 14 n) its
+        rls: ``w`` (p,) the parameters' deviation from the URDF, ``P`` (p, p) its
             covariance (the posterior, in parameter units).
         count, rejected, alarms: samples learned, skipped (non-finite), payload alarms.
         noise: the noise picture (:class:`NoiseState`).
@@ -289,8 +288,8 @@ class RobotLearner(Learner):
 
     @property
     def num_parameters(self) -> int:
-        """``p = 14 n``."""
-        return 14 * self.model.n
+        """``p = 10 B + 4 n`` (``14 n`` without coupled mimic joints)."""
+        return 10 * self.model.n_bodies + 4 * self.model.n
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -313,7 +312,7 @@ class RobotLearner(Learner):
         )
 
     def features(self, q, qd, qdd, dtype):
-        """Rows ``X`` (n, 14 n) and the nominal torque ``Y pi_URDF`` (n,) at one state."""
+        """Rows ``X`` (n, p) and the nominal torque ``Y pi_URDF`` (n,) at one state."""
         Y = joint_torque_regressor(self.model, q, qd, qdd).astype(dtype)
         q, qd, qdd = (jnp.asarray(a, dtype) for a in (q, qd, qdd))
         nominal = Y @ jnp.asarray(self.model.inertia, dtype).reshape(-1)
@@ -325,10 +324,9 @@ class RobotLearner(Learner):
         """The ``w`` a prediction uses: the nearest physically consistent bodies if asked."""
         if not self.consistent:
             return w
-        n = self.model.n
         urdf = jnp.asarray(self.model.inertia, w.dtype)
-        bodies = inertial.nearest_consistent(urdf + w[: 10 * n].reshape(n, 10)) - urdf
-        return jnp.concatenate([bodies.reshape(-1), w[10 * n :]])
+        bodies = inertial.nearest_consistent(urdf + w[: urdf.size].reshape(urdf.shape)) - urdf
+        return jnp.concatenate([bodies.reshape(-1), w[urdf.size :]])
 
     def _gate(self, nominal, residual, trust: TrustState):
         """The torque a controller gets: the URDF's plus the trusted residual, within the
@@ -447,17 +445,17 @@ def _correlation(noise: NoiseState) -> jax.Array:
 class RobotEstimate(NamedTuple):
     """What a :class:`RobotLearner` has learned, in physical terms (NumPy or JAX arrays).
 
-    Bodies (leading axis n, in the model's order, each in its link's frame), from the nearest
+    Bodies (leading axis B, in the model's order, each in its link's frame), from the nearest
     physically consistent parameters; joints (n,); each quantity with ``*_std`` (one standard
     deviation from the posterior, the data's information divided by the errors' correlation
     time) and ``*_unexcited`` (the data's information about it is below the prior's: it sits
     near its prior).
 
     Attributes:
-        mass: (n,) kg. com: (n, 3) m. inertia: (n, 3, 3) about the centre of mass, kg m^2.
-        parameters: (n, 10) the consistent parameters (SPEC order, ``I`` about the origin).
-        learned: (n, 10) the learned parameters before the projection.
-        projected: (n,) bool, the projection moved a body (its learned parameters were not
+        mass: (B,) kg. com: (B, 3) m. inertia: (B, 3, 3) about the centre of mass, kg m^2.
+        parameters: (B, 10) the consistent parameters (SPEC order, ``I`` about the origin).
+        learned: (B, 10) the learned parameters before the projection.
+        projected: (B,) bool, the projection moved a body (its learned parameters were not
             physically consistent).
         armature: (n,) kg m^2; viscous: (n,) N m s/rad; coulomb: (n,) N m; offset: (n,) N m.
         noise_std: (n,) N m, each joint's learned noise level.
@@ -520,7 +518,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     """
     w, P = state.rls
     dtype = w.dtype
-    n = learner.model.n
+    n, bodies = learner.model.n, learner.model.n_bodies
     prior = jnp.diag(jnp.asarray(learner.std, dtype) ** 2)
     cov = _widened(P, jnp.asarray(learner.std, dtype), _correlation(state.noise))
     keep = 1.0 / (1.0 + jnp.asarray(threshold, dtype))
@@ -534,24 +532,24 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
         after = jnp.einsum("ki,ij,kj->k", J, P, J)
         return after > keep * before
 
-    learned = jnp.asarray(learner.model.inertia, dtype) + w[: 10 * n].reshape(n, 10)
+    learned = jnp.asarray(learner.model.inertia, dtype) + w[: 10 * bodies].reshape(bodies, 10)
     consistent = inertial.nearest_consistent(learned)
     p = w.shape[-1]
-    bodies = []
-    for k in range(n):
+    physical = []
+    for k in range(bodies):
         J = jnp.zeros((13, p), dtype).at[:, 10 * k : 10 * k + 10].set(jax.jacfwd(_physical)(consistent[k]))
-        bodies.append((_physical(consistent[k]), std(J), unexcited(J)))
-    value, spread, flags = (jnp.stack(x) for x in zip(*bodies))
+        physical.append((_physical(consistent[k]), std(J), unexcited(J)))
+    value, spread, flags = (jnp.stack(x) for x in zip(*physical))
     eye = jnp.eye(p, dtype=dtype)
     joint = {}
     for t, term in enumerate(JOINT_TERMS):
-        rows = eye[10 * n + t * n : 10 * n + (t + 1) * n]
-        joint[term] = (w[10 * n + t * n : 10 * n + (t + 1) * n], std(rows), unexcited(rows))
+        at = slice(10 * bodies + t * n, 10 * bodies + (t + 1) * n)
+        joint[term] = (w[at], std(eye[at]), unexcited(eye[at]))
     return RobotEstimate(
         mass=value[:, 0], mass_std=spread[:, 0], mass_unexcited=flags[:, 0],
         com=value[:, 1:4], com_std=spread[:, 1:4], com_unexcited=flags[:, 1:4],
-        inertia=value[:, 4:].reshape(n, 3, 3), inertia_std=spread[:, 4:].reshape(n, 3, 3),
-        inertia_unexcited=flags[:, 4:].reshape(n, 3, 3),
+        inertia=value[:, 4:].reshape(bodies, 3, 3), inertia_std=spread[:, 4:].reshape(bodies, 3, 3),
+        inertia_unexcited=flags[:, 4:].reshape(bodies, 3, 3),
         parameters=consistent, learned=learned, projected=jnp.any(consistent != learned, axis=-1),
         **{f"{term}{suffix}": joint[term][k] for term in JOINT_TERMS for k, suffix in enumerate(("", "_std", "_unexcited"))},
         noise_std=jnp.sqrt(state.noise.variance), correlation=_correlation(state.noise),

@@ -46,10 +46,16 @@ class _Joint:
     upper: float
     effort: float
     velocity: float
+    mimic: tuple | None = None  # (joint, multiplier, offset) of a <mimic> tag
 
 
-def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bool = False) -> Model:
+def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bool = False, mimic: bool = False) -> Model:
     """Parse a URDF file or XML string into a :class:`Model`.
+
+    A joint with a ``<mimic joint="j" multiplier="k" offset="o"/>`` tag is, by default, an
+    independent coordinate, as in Pinocchio, with a :class:`URDFWarning`; with ``mimic`` it is
+    coupled, ``q = k q_j + o`` (a chain of mimics resolved to the joint at its end), and has no
+    coordinate of its own: every function then takes and returns the other joints' values.
 
     A link whose rotational inertia no rigid body has (not positive semi-definite, or principal
     moments that break the triangle inequality; vendors ship such URDFs, and Pinocchio loads
@@ -60,6 +66,7 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
         source: a path, or the XML text itself (a string starting with ``<``).
         gravity: (3,) gravity in the base frame, m/s^2.
         strict: refuse a non-physical link inertia with a :class:`URDFError`.
+        mimic: couple the mimic joints to the joints they mimic.
 
     Returns:
         The model, its leaves float64 NumPy arrays (JAX casts them to the dtype of ``q``).
@@ -67,7 +74,8 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
     Raises:
         URDFError: malformed XML, an unknown, floating or planar joint, a missing link, two
             roots, a cycle, a negative mass or a non-finite number (or, when ``strict``, a
-            non-physical inertia); the message names the file and the element.
+            non-physical inertia; with ``mimic``, a mimic of no movable joint or a cycle of
+            mimics); the message names the file and the element.
         FileNotFoundError: ``source`` is a path that does not exist.
     """
     text, where = _read(source)
@@ -77,7 +85,7 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
         raise URDFError(f"{where}: malformed XML: {err}") from None
     if root.tag != "robot":
         raise URDFError(f"{where}: the root element is <{root.tag}>, expected <robot>")
-    ctx = _Context(where, strict)
+    ctx = _Context(where, strict, mimic)
     links = {}
     for el in root.findall("link"):
         name = ctx.attr(el, "name", "link")
@@ -115,9 +123,10 @@ def _read(source) -> tuple[str, str]:
 class _Context:
     """Checked reads of attributes, naming the file and element on failure."""
 
-    def __init__(self, where: str, strict: bool = False):
+    def __init__(self, where: str, strict: bool = False, mimic: bool = False):
         self.where = where
         self.strict = strict
+        self.mimic = mimic
 
     def fail(self, what: str, msg: str):
         raise URDFError(f"{self.where}: {what}: {msg}")
@@ -209,8 +218,14 @@ class _Context:
             self.fail(what, "the axis is zero")
         mimic = el.find("mimic")
         if mimic is not None and kind != "fixed":
-            warnings.warn(f"{self.where}: {what} mimics {mimic.get('joint')!r}: kept as an independent coordinate "
-                          "(as Pinocchio does by default)", URDFWarning, stacklevel=4)
+            follows = self.attr(mimic, "joint", f"{what} <mimic>")
+            multiplier, offset = (float(self.floats(mimic, key, 1, (default,), what)[0]) for key, default in (("multiplier", 1.0), ("offset", 0.0)))
+            mimic = follows, multiplier, offset
+            if not self.mimic:
+                warnings.warn(f"{self.where}: {what} mimics {follows!r}: kept as an independent coordinate (as Pinocchio "
+                              "does by default); parse with mimic=True (--mimic) to couple it", URDFWarning, stacklevel=4)
+        else:
+            mimic = None
         limit = el.find("limit")
         bounds = {"lower": -math.inf, "upper": math.inf, "effort": math.inf, "velocity": math.inf}
         if limit is not None and kind != "continuous":
@@ -223,7 +238,7 @@ class _Context:
                     bounds[key] = float(self.floats(limit, key, 1, (0.0,), what)[0])
         return _Joint(
             name, kind, ends["parent"], ends["child"], self.origin(el, what),
-            axis / norm if norm > 0 else axis, **bounds,
+            axis / norm if norm > 0 else axis, **bounds, mimic=mimic if self.mimic else None,
         )
 
 
@@ -282,9 +297,12 @@ def _build(name, links, joints, gravity, where) -> Model:
         if body >= 0:
             inertia[body] += np.array(spatial.rigid_params_to_parent(tuple(links[link]), spatial.as_tuple(R), tuple(p)))
     frame_names = (roots[0],) + tuple(j.child for j in order)
+    mimics = _mimics(moving, where)
+    own = [j for j in moving if j.name not in mimics]
+    coordinate = {j.name: c for c, j in enumerate(own)}
     return Model(
         name=name,
-        joint_names=tuple(j.name for j in moving),
+        joint_names=tuple(j.name for j in own),
         joint_kinds=tuple(j.kind for j in moving),
         parents=tuple(parents),
         body_names=tuple(j.child for j in moving),
@@ -296,12 +314,35 @@ def _build(name, links, joints, gravity, where) -> Model:
         inertia=inertia,
         frame_rotation=np.stack([attach[f][1][0] for f in frame_names]),
         frame_translation=np.stack([attach[f][1][1] for f in frame_names]),
-        lower=np.array([j.lower for j in moving]),
-        upper=np.array([j.upper for j in moving]),
-        velocity_limit=np.array([j.velocity for j in moving]),
-        effort_limit=np.array([j.effort for j in moving]),
+        lower=np.array([j.lower for j in own]),
+        upper=np.array([j.upper for j in own]),
+        velocity_limit=np.array([j.velocity for j in own]),
+        effort_limit=np.array([j.effort for j in own]),
         gravity=gravity,
+        mimics=[(joint, index[joint], coordinate[follows]) for joint, (follows, _, _) in mimics.items()],
+        mimic_multiplier=np.array([k for _, k, _ in mimics.values()]),
+        mimic_offset=np.array([o for _, _, o in mimics.values()]),
     )
+
+
+def _mimics(moving, where) -> dict:
+    """The coupled mimic joints, ``{joint: (followed joint, multiplier, offset)}`` in tree order,
+    each chain of mimics resolved to the joint with a coordinate at its end."""
+    tags = {j.name: j.mimic for j in moving if j.mimic is not None}
+    movable = {j.name for j in moving}
+    out = {}
+    for joint in (j.name for j in moving if j.name in tags):
+        k, o, at, seen = 1.0, 0.0, joint, [joint]
+        while at in tags:
+            follows, multiplier, offset = tags[at]
+            if follows not in movable:
+                raise URDFError(f"{where}: joint {at!r} mimics {follows!r}, which is not a movable joint")
+            k, o, at = k * multiplier, k * offset + o, follows
+            if at in seen:
+                raise URDFError(f"{where}: the mimic joints {' -> '.join(map(repr, seen + [at]))} form a cycle")
+            seen.append(at)
+        out[joint] = at, k, o
+    return out
 
 
 
@@ -324,13 +365,22 @@ def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None
 
     Each body's parameters go to the link its joint moves (as mass, centre of mass and inertia
     about it, in the link's frame); the links merged into that body lose their ``<inertial>``;
-    locked joints become fixed joints at their position. Everything else is kept as written.
+    locked joints become fixed joints at their position (a coupled mimic joint with the joint it
+    follows). Everything else is kept as written.
     """
     text, where = _read(source)
     root = ET.fromstring(text)
     inertia = np.asarray(inertia, np.float64)
-    if inertia.shape != (model.n, 10):
-        raise ValueError(f"inertia: expected shape ({model.n}, 10), got {inertia.shape}")
+    if inertia.shape != (model.n_bodies, 10):
+        raise ValueError(f"inertia: expected shape ({model.n_bodies}, 10), got {inertia.shape}")
+    if locked:  # a coupled mimic joint (not in the model, not locked by name) was locked with its joint
+        locked, present = dict(locked), set(model.body_joint_names)
+        tags = {joint.get("name"): joint.find("mimic") for joint in root.findall("joint")
+                if joint.find("mimic") is not None and joint.get("type") != "fixed" and joint.get("name") not in present}
+        while followers := [name for name, tag in tags.items() if name not in locked and tag.get("joint") in locked]:
+            for name in followers:
+                tag = tags[name]
+                locked[name] = float(tag.get("multiplier", 1.0)) * locked[tag.get("joint")] + float(tag.get("offset", 0.0))
     for joint in root.findall("joint"):
         name = joint.get("name")
         if not locked or name not in locked:

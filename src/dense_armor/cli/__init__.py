@@ -30,7 +30,7 @@ from pathlib import Path
 import jax
 
 import dense_armor
-from dense_armor.cli.common import PROG, Parser, UserError, count, natural, nonnegative, positive
+from dense_armor.cli.common import MIMIC_HELP, PROG, Parser, UserError, count, natural, nonnegative, positive
 from dense_armor.cli.demo import cmd_control, cmd_demo
 from dense_armor.cli.info import cmd_info
 from dense_armor.cli.learners import LEARNER_CLASSES, add_change_options, add_learner_options, add_run_options
@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         "masses, centres of mass and inertias; every frame and where it is at q = 0.",
     )
     info.add_argument("urdf", metavar="ROBOT.urdf", help="the robot's URDF")
+    info.add_argument("--mimic", action="store_true", help=MIMIC_HELP)
     info.set_defaults(func=cmd_info)
     return parser
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 PROG = "dense-armor"
+#: --mimic: a <mimic> joint follows the joint it mimics instead of being a coordinate of its own.
+MIMIC_HELP = "couple each <mimic> joint to the joint it mimics (default: an independent joint, as Pinocchio)"
 
 
 class UserError(Exception):

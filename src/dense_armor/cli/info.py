@@ -32,25 +32,28 @@ def _limit(v) -> str:
 
 
 def cmd_info(args) -> int:
-    model = parse_urdf(args.urdf)
+    model = parse_urdf(args.urdf, mimic=args.mimic)
     n = model.n
     root = model.frame_names[0]
-    print(f"robot {model.name!r} from {args.urdf}: {n} movable joints, {len(model.frame_names)} links, fixed base {root!r}")
+    coupled = f" (and {len(model.mimics)} coupled mimic joint{'s' * (len(model.mimics) > 1)})" if model.mimics else ""
+    print(f"robot {model.name!r} from {args.urdf}: {n} movable joints{coupled}, {len(model.frame_names)} links, fixed base {root!r}")
     print(f"gravity {_vec(model.gravity)} m/s^2 in the base frame")
     print("\njoints, in the order of q (depth-first, file order):")
     rows = []
-    for i in range(n):
+    own = dict(zip(model.coordinate_bodies, range(n)))
+    for i, name in enumerate(model.body_joint_names):
         parent = root if model.parents[i] < 0 else model.body_names[model.parents[i]]
-        rows.append([
-            i, model.joint_names[i], model.joint_kinds[i], parent, model.body_names[i], _vec(model.axis[i]),
-            _vec(model.joint_translation[i]), _limit(model.lower[i]), _limit(model.upper[i]),
-            _limit(model.velocity_limit[i]), _limit(model.effort_limit[i]),
-        ])
+        c = own.get(i)
+        limits = ["-"] * 4 if c is None else [_limit(x[c]) for x in (model.lower, model.upper, model.velocity_limit, model.effort_limit)]
+        rows.append(["" if c is None else c, name, model.joint_kinds[i], parent, model.body_names[i], _vec(model.axis[i]),
+                     _vec(model.joint_translation[i]), *limits])
     print(table(["#", "joint", "type", "parent", "child", "axis", "origin [m]", "lower", "upper", "velocity", "effort"], rows,
                  [">", "<", "<", "<", "<", "<", "<", ">", ">", ">", ">"]))
+    for (joint, _, c), k, o in zip(model.mimics, model.mimic_multiplier, model.mimic_offset):
+        print(f"{joint} mimics {model.joint_names[c]}: q = {k:g} q_{model.joint_names[c]} + {o:g}")
     print("\nbodies (links behind fixed joints merged into the body they hang from):")
     rows = []
-    for b in range(n):
+    for b in range(model.n_bodies):
         m, com, I_c = inertial.to_com(np.asarray(model.inertia[b], dtype=float))
         merged = [f for f, body in zip(model.frame_names, model.frame_bodies) if body == b]
         rows.append([b, model.body_names[b], f"{m:.4g}", _vec(com), _vec(np.diag(I_c)), ", ".join(merged)])

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import learners, robot_learner
-from dense_armor.cli.common import PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
+from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
 from dense_armor.cli.learners import build_learner, forgetting_text, payload_report
 from dense_armor.logs import LogError, open_log
 from dense_armor.model import lock_joints
@@ -58,6 +58,7 @@ def add_log_options(p) -> None:
                    "sign included): one number, a comma-separated list in joint order, or a file (JSON list or "
                    "{joint: gain}, or numbers)")
     g.add_argument("--strict", action="store_true", help="refuse a URDF whose link inertias are not physical")
+    g.add_argument("--mimic", action="store_true", help=MIMIC_HELP)
     g.add_argument("--chunk", type=positive, default=2000, help="samples per lax.scan block (default 2000)")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
@@ -93,7 +94,7 @@ def _torque_scale(text: str | None, model):
 
 def load_robot(args):
     """The model the log is replayed on: the URDF with the locked joints fixed."""
-    model = parse_urdf(args.urdf, strict=args.strict)
+    model = parse_urdf(args.urdf, strict=args.strict, mimic=args.mimic)
     locks = dict(args.lock)
     if len(locks) != len(args.lock):
         raise UserError("--lock: a joint is locked twice")
@@ -105,7 +106,8 @@ def load_robot(args):
 
 def open_stream(args, model, locks):
     """The log as a stream, and its first chunk read (so that its rate is known)."""
-    stream = open_log(args.log, model.joint_names, locked=set(locks), topic=args.topic, dt=args.dt, causal=args.causal,
+    ignored = set(locks) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
+    stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
                       max_gap=args.max_gap, chunk=max(int(args.chunk), 1000))
     chunks = iter(stream)

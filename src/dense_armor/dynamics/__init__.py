@@ -3,6 +3,10 @@
 Names follow Pinocchio. Every function takes the model first and the arrays positionally, so
 ``jax.vmap(rnea, in_axes=(None, 0, 0, 0))`` batches states and ``in_axes=(0, ...)`` batches
 models (e.g. payloads). The dtype follows the inputs.
+
+Arrays over joints are over the model's coordinates (``model.n``, the order of
+``model.joint_names``): a coupled mimic joint (``parse_urdf(..., mimic=True)``) follows its
+coordinate, and its force counts on it (virtual work, ``G^T tau``).
 """
 
 from dense_armor.dynamics.forward_dynamics import aba

@@ -82,10 +82,14 @@ def acceleration(parent, S, projection):
 
 
 def _aba(model: Model, q, qd, tau, dtype):
+    """The coordinates' accelerations (n,) at the joints' positions and velocities (B,) and
+    the coordinates' forces (n,)."""
     walk = traversal.walk(model.parents)
-    if isinstance(walk, traversal.Unrolled):
-        M = _mass_matrix(model, q, dtype)
-        return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - _rnea(model, q, qd, None, dtype))
+    if isinstance(walk, traversal.Unrolled) or model.mimics:
+        # M(q) qdd = tau - h: in the coordinates for coupled joints, which the ABA does not have
+        M = _mass_matrix(model, q, dtype)[1]
+        h = tr.generalized(model, dtype, _rnea(model, q, qd, None, dtype))
+        return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - h)
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
     # a joint frame's axis is its z: the motion subspaces and inertias about the world origin
     w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)
@@ -114,4 +118,5 @@ def aba(model: Model, q, qd, tau):
         (n,) joint accelerations.
     """
     dtype, (q, qd, tau) = tr.check(model, q=q, qd=qd, tau=tau)
+    q, qd, _ = tr.joint_values(model, dtype, q, qd)
     return _aba(model, q, qd, tau, dtype)

@@ -53,6 +53,7 @@ def body_force(children, joint: tr.Joint, motion) -> tuple:
 
 
 def _rnea(model: Model, q, qd, qdd, dtype):
+    """The joint torques (B,) at the joints' positions, velocities and accelerations (B,)."""
     walk = traversal.walk(model.parents)
     joints = tr.joints(walk, model, q, dtype)
     motion = motions(walk, model, joints, qd, qdd, dtype)
@@ -71,18 +72,18 @@ def rnea(model: Model, q, qd, qdd):
         (n,) joint torques (N m) or forces (N): ``M(q) qdd + C(q, qd) qd + g(q)``.
     """
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    return _rnea(model, q, qd, qdd, dtype)
+    return tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
 
 
 @jax.jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias forces ``C(q, qd) qd + g(q)`` (n,): the RNEA at zero acceleration."""
     dtype, (q, qd) = tr.check(model, q=q, qd=qd)
-    return _rnea(model, q, qd, None, dtype)
+    return tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q, qd), dtype))
 
 
 @jax.jit
 def generalized_gravity(model: Model, q):
     """Gravity torques ``g(q)`` (n,): the RNEA at rest."""
     dtype, (q,) = tr.check(model, q=q)
-    return _rnea(model, q, None, None, dtype)
+    return tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q), dtype))

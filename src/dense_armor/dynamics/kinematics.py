@@ -41,13 +41,14 @@ def forward_kinematics(model: Model, q):
         ``model.frame_names``, in the base frame.
     """
     dtype, (q,) = tr.check(model, q=q)
+    q, _, _ = tr.joint_values(model, dtype, q)
     R, p = _frame_placements(model, tr.world_placements(model, q, dtype), np.arange(len(model.frame_names)), dtype)
     return jnp.stack([jnp.stack(row, -1) for row in R], -2), jnp.stack(p, -1)
 
 
 def _ancestors(model: Model, body: int) -> np.ndarray:
     """(n,) static mask: the joints on the path from ``body`` to the base."""
-    mask = np.zeros(model.n, bool)
+    mask = np.zeros(model.n_bodies, bool)
     while body >= 0:
         mask[body] = True
         body = model.parents[body]
@@ -74,9 +75,10 @@ def frame_jacobian(model: Model, q, frame: str | int):
     """
     frame = model.frame_index(frame)
     dtype, (q,) = tr.check(model, q=q)
-    R, p = tr.world_placements(model, q, dtype)
+    R, p = tr.world_placements(model, tr.joint_values(model, dtype, q)[0], dtype)
     w, v = motion_subspaces(tr.prismatic_mask(model), spatial.matvec(R, tr.lanes(model.axis, dtype)), p)
-    _, origin = _frame_placements(model, (R, p), np.full(model.n, frame), dtype)
+    _, origin = _frame_placements(model, (R, p), np.full(model.n_bodies, frame), dtype)
     linear = spatial.add(v, spatial.cross(w, origin))
     mask = _ancestors(model, model.frame_bodies[frame])
-    return jnp.stack([jnp.where(mask, x, 0.0) for x in (*linear, *w)])
+    J = jnp.stack([jnp.where(mask, x, 0.0) for x in (*linear, *w)])  # (6, B) per joint
+    return tr.generalized(model, dtype, J.T).T

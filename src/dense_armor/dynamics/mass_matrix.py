@@ -41,9 +41,11 @@ def motion_subspaces(prismatic: np.ndarray, z, p):
 
 
 def _mass_matrix(model: Model, q, dtype):
+    """The mass matrix (B, B) of the joints at their positions ``q`` (B,), and ``G^T M G`` (n, n)
+    of the coordinates."""
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
     S = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
-    bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n))
+    bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n_bodies))
     # composite inertias Ic_j = sum of I_k over the subtree of j
     D = tr.subtree_mask(model)
     composite = tr.columns(tr.masked_sum(D, bodies), 10)
@@ -51,7 +53,8 @@ def _mass_matrix(model: Model, q, dtype):
     F = spatial.rigid_momentum(composite, (tuple(S[:3]), tuple(S[3:])))
     # M_ij = S_i . F_j for i an ancestor of j, and symmetric
     upper = jnp.where(D.T, sum(a[:, None] * b[None, :] for a, b in zip(S, (*F[0], *F[1]))), 0.0)
-    return upper + upper.T - jnp.where(np.eye(model.n, dtype=bool), upper, 0.0)
+    M = upper + upper.T - jnp.where(np.eye(model.n_bodies, dtype=bool), upper, 0.0)
+    return M, tr.generalized(model, dtype, tr.generalized(model, dtype, M).T)
 
 
 @jax.jit
@@ -75,4 +78,5 @@ def crba(model: Model, q):
         (n, n) symmetric positive-definite ``M(q)`` (kg m^2, kg for prismatic joints).
     """
     dtype, (q,) = tr.check(model, q=q)
-    return _mass_matrix(model, q, dtype)
+    q, _, _ = tr.joint_values(model, dtype, q)
+    return _mass_matrix(model, q, dtype)[1]

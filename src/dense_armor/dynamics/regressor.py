@@ -109,7 +109,7 @@ def _compose_motions(upper, lower) -> list:
 
 
 def _regressor(model: Model, q, qd, qdd, dtype):
-    n = model.n
+    n = model.n_bodies
     prismatic = tr.prismatic_mask(model)
     root = np.asarray(model.parents) < 0
     # as rows: the model's arrays and the state; the cosines and sines a kernel of their own, read
@@ -172,12 +172,12 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
         q, qd, qdd: (n,) joint positions, velocities and accelerations.
 
     Returns:
-        (n, 10 n): columns ``10 k .. 10 k + 9`` belong to body ``k``, in the parameter order
+        (n, 10 B), B bodies: columns ``10 k .. 10 k + 9`` belong to body ``k``, in the parameter order
         ``(m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz)`` (Pinocchio's
         ``computeJointTorqueRegressor``).
     """
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    return _regressor(model, q, qd, qdd, dtype)
+    return tr.generalized(model, dtype, _regressor(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
 
 
 def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
@@ -200,7 +200,7 @@ def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
         f = traversal.add(children, traversal.choose(own, forces, zero))
         return tuple(tr.project(joint.prismatic, x) for x in f), tuple(spatial.force_to_parent(joint.R, joint.p, x) for x in f)
 
-    return walk.array(walk.backward(column, zero, joints, walk.split(np.arange(model.n) == body, flag=True)))
+    return walk.array(walk.backward(column, zero, joints, walk.split(np.arange(model.n_bodies) == body, flag=True)))
 
 
 @partial(jax.jit, static_argnums=4)
@@ -214,4 +214,4 @@ def body_regressor(model: Model, q, qd, qdd, body: int, transform=None):
             ``pi_body = T @ pi'`` instead (say, of a link behind a fixed joint, in its frame).
     """
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    return _body_columns(model, q, qd, qdd, body, dtype, transform)
+    return tr.generalized(model, dtype, _body_columns(model, *tr.joint_values(model, dtype, q, qd, qdd), body, dtype, transform))

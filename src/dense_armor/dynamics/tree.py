@@ -61,6 +61,39 @@ def check(model: Model, **arrays):
     return dtype, out
 
 
+def _coupling(model: Model, dtype):
+    """``(G, o)``, (B, n) and (B,): the joints' positions from the coordinates, ``G q + o``."""
+    scale, offset = jnp.ones(model.n_bodies, dtype), jnp.zeros(model.n_bodies, dtype)
+    if model.mimics:
+        bodies = np.array([body for _, body, _ in model.mimics])
+        scale = scale.at[bodies].set(jnp.asarray(model.mimic_multiplier, dtype))
+        offset = offset.at[bodies].set(jnp.asarray(model.mimic_offset, dtype))
+    return scale[:, None] * (model.coordinates[:, None] == np.arange(model.n)), offset
+
+
+def _times(A, x):
+    return jnp.matmul(A, x, precision=jax.lax.Precision.HIGHEST)
+
+
+def joint_values(model: Model, dtype, q=None, qd=None, qdd=None) -> tuple:
+    """Every joint's position, velocity and acceleration (B,) from the coordinates' (n,): a
+    coupled mimic joint follows its coordinate, ``q_i = k q_c + o``, ``qd_i = k qd_c``, ``qdd_i =
+    k qdd_c``; without mimic joints, the coordinates themselves. ``None`` stays ``None``."""
+    if not model.mimics:
+        return q, qd, qdd
+    G, o = _coupling(model, dtype)
+    return None if q is None else _times(G, q) + o, *(None if x is None else _times(G, x) for x in (qd, qdd))
+
+
+def generalized(model: Model, dtype, f) -> jax.Array:
+    """``G^T f``: joint forces (B, ...) as forces on the coordinates (n, ...), by virtual work
+    (a mimic joint's force adds ``k f_i`` to its coordinate's); ``f`` itself without mimic
+    joints."""
+    if not model.mimics:
+        return f
+    return _times(_coupling(model, dtype)[0].T, f)
+
+
 def leaf(x, dtype):
     """A model leaf as a JAX array of ``dtype``, as nested tuples of scalars."""
     return scalars(jnp.asarray(x, dtype))
@@ -357,11 +390,11 @@ def pointer_jumping(model: Model, local, parent: list | None = None) -> tuple:
         if stage == 0 and parent is not None:
             own, up = current, parent
         else:
-            own, up = rows(current if isinstance(current, jax.Array) else pack(current), 12, np.arange(model.n), index)
+            own, up = rows(current if isinstance(current, jax.Array) else pack(current), 12, np.arange(model.n_bodies), index)
         composed = placement_values(spatial.compose(placement_lanes(up), placement_lanes(own)))
         current = [jnp.where(has, a, b) for a, b in zip(composed, own)]
     if isinstance(current, jax.Array):  # every joint on the base
-        (current,) = rows(current, 12, np.arange(model.n))
+        (current,) = rows(current, 12, np.arange(model.n_bodies))
     return placement_lanes(current)
 
 
@@ -379,7 +412,7 @@ def masked_sum(mask: np.ndarray, rows) -> jax.Array:
 def subtree_mask(model: Model) -> np.ndarray:
     """(n, n) static ``D[k, j]``: body ``k`` is ``j`` or one of its descendants (equivalently,
     ``j`` is ``k`` or one of its ancestors)."""
-    n = model.n
+    n = model.n_bodies
     D = np.zeros((n, n), bool)
     for k in range(n):
         j = k
@@ -412,9 +445,9 @@ def model_rows(model: Model, key: str, dtype) -> list:
     data = jnp.asarray(model.data, dtype)
     index = model.indices(key)
     if index.ndim == 1:
-        return [jnp.broadcast_to(data[i], (1, model.n)) for i in index]
+        return [jnp.broadcast_to(data[i], (1, model.n_bodies)) for i in index]
     stride = index[0].size
-    return [data[i : i + stride * (model.n - 1) + 1 : stride][None] for i in index[0].reshape(-1)]
+    return [data[i : i + stride * (model.n_bodies - 1) + 1 : stride][None] for i in index[0].reshape(-1)]
 
 
 def stack_rows(rows) -> jax.Array:

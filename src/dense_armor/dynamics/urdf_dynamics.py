@@ -49,15 +49,17 @@ class RigidBodyModel:
     Args:
         urdf: path to a URDF file, or the XML text.
         gravity: (3,) gravity in the base frame, m/s^2.
+        mimic: couple the URDF's mimic joints to the joints they mimic (see
+            :func:`~dense_armor.urdf.parse_urdf`).
 
     Attributes:
         model: the functional :class:`~dense_armor.model.Model` (a pytree for ``jax.jit``,
             ``vmap`` and ``grad``).
-        n: number of joints; joint_names: the order of ``q``.
+        n: number of coordinates; joint_names: the order of ``q``.
     """
 
-    def __init__(self, urdf: str | os.PathLike, gravity=DEFAULT_GRAVITY):
-        self.model: Model = parse_urdf(urdf, gravity)
+    def __init__(self, urdf: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, mimic: bool = False):
+        self.model: Model = parse_urdf(urdf, gravity, mimic=mimic)
 
     @property
     def n(self) -> int:
@@ -93,7 +95,7 @@ class RigidBodyModel:
         return self._call(dynamics.aba, q=q, qd=qd, tau=tau)
 
     def regressor(self, q, qd, qdd):
-        """Joint-torque regressor (n, 10 n)."""
+        """Joint-torque regressor (n, 10 B)."""
         return self._call(dynamics.joint_torque_regressor, q=q, qd=qd, qdd=qdd)
 
     def forward_kinematics(self, q):
