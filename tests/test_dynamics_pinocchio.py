@@ -440,3 +440,40 @@ def test_a_deep_tree_is_walked_by_levels_and_matches_pinocchio():
     body = model.n - 1
     assert_close(body_regressor(model, q, qd, qdd, body), oracle.joint_torque_regressor(q, qd, qdd)[:, 10 * body :], RTOL64,
                  "body_regressor")
+
+
+@pytest.mark.parametrize("name", ["panda", "random_3", "deep"])
+def test_armature_matches_pinocchio(name):
+    """A rotor inertia per joint (``model.armature``, Pinocchio's ``model.armature``): on the
+    mass matrix's diagonal, in ``rnea`` and ``aba`` (the deep tree's is the articulated-body
+    algorithm over levels), not in the bias forces or the regressor of the links."""
+    if name == "deep":
+        xml = random_tree(1, n_movable=24).xml
+        model, source = parse_urdf(xml), xml
+    else:
+        c = case(name)
+        model, source = c.model, c.path if c.path is not None else c.xml
+    oracle = PinOracle(source, joint_names=model.joint_names)
+    rng = np.random.default_rng(7)
+    armature = rng.uniform(0.01, 0.5, model.n)
+    model = model.replace(armature=armature)
+    pin_armature = np.zeros(oracle.model.nv)
+    pin_armature[oracle._iv] = armature
+    oracle.model.armature = pin_armature
+    for _ in range(2):
+        q, qd, qdd = rng.uniform(-1, 1, (3, model.n))
+        tau = oracle.rnea(q, qd, qdd)
+        assert_close(rnea(model, q, qd, qdd), tau, RTOL64, "rnea")
+        assert_close(crba(model, q), oracle.crba(q), RTOL64, "crba")
+        assert_close(aba(model, q, qd, tau), qdd, RTOL64, "aba")
+        assert_close(nonlinear_effects(model, q, qd), oracle.nonlinear_effects(q, qd), RTOL64, "nonlinear_effects")
+        Y = joint_torque_regressor(model, q, qd, qdd)
+        assert_close(Y @ np.asarray(model.inertia).reshape(-1) + armature * qdd, tau, RTOL64, "regressor + armature")
+
+
+@pytest.mark.parametrize("name", ["panda", "random_3", "random_5"])
+def test_the_urdf_joint_dynamics_are_kept_as_pinocchio_reads_them(name):
+    c = case(name)
+    assert_close(c.model.damping, np.asarray(c.oracle.model.damping)[c.oracle._iv], 0.0, "damping")
+    assert_close(c.model.friction, np.asarray(c.oracle.model.friction)[c.oracle._iv], 0.0, "friction")
+    np.testing.assert_array_equal(np.asarray(c.model.armature), 0.0)

@@ -270,3 +270,23 @@ def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
     code = main(["info", str(urdf), "--mimic"])
     out, err = capsys.readouterr()
     assert code == 0 and "finger2 mimics finger1: q = -1 q_finger1 + 0" in out and "2 movable joints" not in out
+
+
+def test_armature_of_a_coupled_robot_matches_pinocchio():
+    path = example_robot_urdf(PANDA)
+    armature = np.linspace(0.1, 0.8, 8)
+    model = parse_urdf(path, mimic=True).replace(armature=armature)
+    oracle = pin.buildModelFromUrdf(str(path), mimic=True)
+    data = oracle.createData()
+    iv = [oracle.joints[oracle.getJointId(name)].idx_v for name in model.joint_names]
+    pin_armature = np.zeros(oracle.nv)
+    pin_armature[iv] = armature
+    oracle.armature = pin_armature
+    q, qd, qdd = np.random.default_rng(2).uniform(-1, 1, (3, model.n))
+    qp, vp, ap = (np.zeros(oracle.nv) for _ in range(3))
+    qp[iv], vp[iv], ap[iv] = q, qd, qdd
+    tau = pin.rnea(oracle, data, qp, vp, ap)[iv]
+    close(da.rnea(model, q, qd, qdd), tau)
+    M = pin.crba(oracle, data, qp)
+    close(da.crba(model, q), (np.triu(M) + np.triu(M, 1).T)[np.ix_(iv, iv)])
+    close(da.aba(model, q, qd, tau), qdd, 1e-9)

@@ -78,6 +78,21 @@ def test_it_learns_rotor_inertia_friction_and_a_payload_and_predicts_better_than
     np.testing.assert_allclose(est.noise_std, 0.02, rtol=0.3)
 
 
+def test_a_model_armature_is_the_prior_mean_of_the_learned_armature():
+    """The model's armature is part of its dynamics (``rnea``, the learner's nominal torque);
+    the learner learns the rest and reports the whole."""
+    model = VERTICAL.replace(armature=np.array([0.03, 0.01]))
+    q, qd, qdd = _motion(3000, seed=1)
+    tau = _real_torque(VERTICAL, q, qd, qdd)  # armature (0.05, 0.02)
+    learner = RobotLearner(model, rate=100.0, detector=None)
+    state = learner.init(jnp.float64)
+    np.testing.assert_allclose(robot_estimate(learner, state).armature, [0.03, 0.01])
+    np.testing.assert_allclose(learner.features(q[0], qd[0], qdd[0], jnp.float64)[1], rnea(model, q[0], qd[0], qdd[0]), rtol=1e-12)
+    state, _ = learners.replay(learner, state, Sample(q, qd, qdd, tau))
+    # joint1's armature and link1's I_zz are one term of M (the base's joint): only joint2's is identifiable
+    np.testing.assert_allclose(robot_estimate(learner, state).armature[1], 0.02, atol=0.002)
+
+
 def test_unexcited_directions_stay_exactly_at_the_prior():
     """Planar arm, gravity along the joint axes: only a few combinations of the inertial
     parameters move the torques. In the prior's own coordinates (each parameter over its prior

@@ -181,7 +181,7 @@ def _joint_xml(j: JointSpec) -> str:
         attrs = " ".join(f'{k}="{_f(v)}"' for k, v in j.limit.items())
         lines.append(f"    <limit {attrs}/>")
     if j.damping is not None:
-        lines.append(f'    <dynamics damping="{_f(j.damping)}" friction="0.0"/>')
+        lines.append(f'    <dynamics damping="{_f(j.damping)}" friction="{_f(j.damping / 2)}"/>')
     if j.mimic is not None:
         lines.append(f'    <mimic joint="{j.mimic}" multiplier="1.0" offset="0.0"/>')
     lines.append("  </joint>")

@@ -25,7 +25,8 @@ STATIC = ("name", "joint_names", "joint_kinds", "parents", "body_names", "frame_
 #: Array fields of a model, in their order in :attr:`Model.data`.
 ARRAYS = (
     "joint_rotation", "joint_translation", "axis", "inertia", "frame_rotation", "frame_translation",
-    "lower", "upper", "velocity_limit", "effort_limit", "gravity", "mimic_multiplier", "mimic_offset",
+    "lower", "upper", "velocity_limit", "effort_limit", "armature", "damping", "friction", "gravity",
+    "mimic_multiplier", "mimic_offset",
 )
 
 
@@ -65,16 +66,23 @@ class Model:
         frame_rotation: (F, 3, 3) and frame_translation: (F, 3): frame placement in its body.
         lower, upper: (n,) position limits of the coordinates (rad or m, +-inf when absent).
         velocity_limit, effort_limit: (n,) limits (inf when absent).
+        armature: (n,) each coordinate's rotor inertia reflected to it, kg m^2 (kg): part of the
+            dynamics (``M(q) + diag(armature)``, as Pinocchio's); zero unless set.
+        damping, friction: (n,) the URDF's ``<dynamics damping friction>`` (N m s/rad, N m),
+            kept for the user; not part of the rigid-body dynamics (as in Pinocchio).
         gravity: (3,) gravity acceleration in the base frame, m/s^2.
         mimic_multiplier, mimic_offset: (M,) each mimic joint's ``q_i = multiplier * q_c + offset``.
     """
 
     def __init__(self, *, name, joint_names, joint_kinds, parents, body_names, frame_names, frame_bodies, mimics=(),
-                 mimic_multiplier=(), mimic_offset=(), **arrays):
+                 mimic_multiplier=(), mimic_offset=(), armature=None, damping=None, friction=None, **arrays):
         """Keyword arguments: the attributes above, the arrays of :data:`ARRAYS` by name (NumPy
-        arrays make a NumPy ``data``, JAX or traced ones a JAX one). An array may carry leading
-        batch axes; the others are broadcast to them."""
-        arrays.update(mimic_multiplier=mimic_multiplier, mimic_offset=mimic_offset)
+        arrays make a NumPy ``data``, JAX or traced ones a JAX one; ``armature``, ``damping`` and
+        ``friction`` default to zeros). An array may carry leading batch axes; the others are
+        broadcast to them."""
+        zeros = np.zeros(len(joint_names))
+        arrays.update(mimic_multiplier=mimic_multiplier, mimic_offset=mimic_offset, armature=zeros if armature is None else armature,
+                      damping=zeros if damping is None else damping, friction=zeros if friction is None else friction)
         if sorted(arrays) != sorted(ARRAYS):
             raise TypeError(f"Model: expected the arrays {', '.join(ARRAYS)}; got {', '.join(arrays)}")
         mimics = tuple((str(joint), int(body), int(coordinate)) for joint, body, coordinate in mimics)
@@ -203,7 +211,7 @@ def _shapes(static) -> tuple[tuple[int, ...], ...]:
     """The shapes of the arrays of :data:`ARRAYS` for a model's static fields."""
     n, bodies, frames, mimics = len(static[1]), len(static[3]), len(static[5]), len(static[7])
     return ((bodies, 3, 3), (bodies, 3), (bodies, 3), (bodies, 10), (frames, 3, 3), (frames, 3), (n,), (n,), (n,), (n,),
-            (3,), (mimics,), (mimics,))
+            (n,), (n,), (n,), (3,), (mimics,), (mimics,))
 
 
 def _coordinates(static) -> np.ndarray:
@@ -332,7 +340,7 @@ def lock_joints(model: Model, positions) -> Model:
     coordinates = [c for c, name in enumerate(model.joint_names) if name not in positions]
     mimics = [k for k, (_, body, _) in enumerate(model.mimics) if not locked[body]]
     kept = {**dict.fromkeys(("joint_rotation", "joint_translation", "axis", "inertia"), keep),
-            **dict.fromkeys(("lower", "upper", "velocity_limit", "effort_limit"), coordinates),
+            **dict.fromkeys(("lower", "upper", "velocity_limit", "effort_limit", "armature", "damping", "friction"), coordinates),
             **dict.fromkeys(("mimic_multiplier", "mimic_offset"), mimics)}
     return Model(
         name=model.name,

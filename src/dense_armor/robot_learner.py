@@ -11,8 +11,8 @@ friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset, per coordi
 bodies but for coupled mimic joints). The ``p = 10 B + 4 n`` parameters are shared by all joints; one Bayesian recursive least squares learns them from the ``n`` joint
 equations of each sample.
 
-The URDF is the prior. Its mean is the URDF's inertial parameters (no armature, friction or
-offset); its standard deviation is :class:`Prior`: a fraction of each inertial parameter (30 %)
+The URDF is the prior. Its mean is the URDF's inertial parameters and the model's armature
+(zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction of each inertial parameter (30 %)
 with floors, and torque-scaled deviations for the joint terms. The learner keeps the deviation
 ``w = theta - theta_URDF`` and its covariance ``P`` (the posterior, in parameter units), so the
 first prediction is the URDF's and directions the data do not excite stay exactly at the prior:
@@ -312,10 +312,11 @@ class RobotLearner(Learner):
         )
 
     def features(self, q, qd, qdd, dtype):
-        """Rows ``X`` (n, p) and the nominal torque ``Y pi_URDF`` (n,) at one state."""
+        """Rows ``X`` (n, p) and the nominal torque ``Y pi_URDF + armature qdd`` (n,), the
+        model's ``rnea``, at one state."""
         Y = joint_torque_regressor(self.model, q, qd, qdd).astype(dtype)
         q, qd, qdd = (jnp.asarray(a, dtype) for a in (q, qd, qdd))
-        nominal = Y @ jnp.asarray(self.model.inertia, dtype).reshape(-1)
+        nominal = Y @ jnp.asarray(self.model.inertia, dtype).reshape(-1) + jnp.asarray(self.model.armature, dtype) * qdd
         width = jnp.asarray(self.coulomb_width, dtype)
         joint = [jnp.diag(x) for x in (qdd, qd, jnp.tanh(qd / width), jnp.ones_like(qd))]
         return jnp.concatenate([Y, *joint], axis=1), nominal
@@ -544,7 +545,8 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     joint = {}
     for t, term in enumerate(JOINT_TERMS):
         at = slice(10 * bodies + t * n, 10 * bodies + (t + 1) * n)
-        joint[term] = (w[at], std(eye[at]), unexcited(eye[at]))
+        urdf = jnp.asarray(learner.model.armature, dtype) if term == "armature" else 0.0  # the others are 0 in a URDF
+        joint[term] = (urdf + w[at], std(eye[at]), unexcited(eye[at]))
     return RobotEstimate(
         mass=value[:, 0], mass_std=spread[:, 0], mass_unexcited=flags[:, 0],
         com=value[:, 1:4], com_std=spread[:, 1:4], com_unexcited=flags[:, 1:4],

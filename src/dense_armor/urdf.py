@@ -46,6 +46,8 @@ class _Joint:
     upper: float
     effort: float
     velocity: float
+    damping: float = 0.0
+    friction: float = 0.0
     mimic: tuple | None = None  # (joint, multiplier, offset) of a <mimic> tag
 
 
@@ -236,9 +238,11 @@ class _Context:
             for key in ("effort", "velocity"):
                 if limit.get(key) is not None:
                     bounds[key] = float(self.floats(limit, key, 1, (0.0,), what)[0])
+        dynamics = el.find("dynamics")
+        damping, friction = (float(self.floats(dynamics, key, 1, (0.0,), what)[0]) for key in ("damping", "friction"))
         return _Joint(
             name, kind, ends["parent"], ends["child"], self.origin(el, what),
-            axis / norm if norm > 0 else axis, **bounds, mimic=mimic if self.mimic else None,
+            axis / norm if norm > 0 else axis, **bounds, damping=damping, friction=friction, mimic=mimic if self.mimic else None,
         )
 
 
@@ -318,6 +322,8 @@ def _build(name, links, joints, gravity, where) -> Model:
         upper=np.array([j.upper for j in own]),
         velocity_limit=np.array([j.velocity for j in own]),
         effort_limit=np.array([j.effort for j in own]),
+        damping=np.array([j.damping for j in own]),
+        friction=np.array([j.friction for j in own]),
         gravity=gravity,
         mimics=[(joint, index[joint], coordinate[follows]) for joint, (follows, _, _) in mimics.items()],
         mimic_multiplier=np.array([k for _, k, _ in mimics.values()]),

@@ -8,7 +8,7 @@ force to its parent's as they are, with no change of frame:
 
 1. ``v_i = v_p + S_i qd_i`` and ``c_i = v_i x S_i qd_i``, base to tips;
 2. ``I^A_i = I_i + sum I^a_c``, ``p^A_i = v_i x* I_i v_i + sum p^a_c``, ``U_i = I^A_i S_i``,
-   ``D_i = S_i^T U_i``, ``u_i = tau_i - S_i^T p^A_i``, and for the parent
+   ``D_i = S_i^T U_i + armature_i``, ``u_i = tau_i - S_i^T p^A_i``, and for the parent
    ``I^a_i = I^A_i - U_i U_i^T / D_i``, ``p^a_i = p^A_i + I^a_i c_i + U_i u_i / D_i``, tips to base;
 3. ``a'_i = a_p + c_i``, ``qdd_i = (u_i - U_i^T a'_i) / D_i``, ``a_i = a'_i + S_i qdd_i``, base
    to tips, from the base's ``a_0 = -g``.
@@ -57,14 +57,15 @@ def velocity(v_parent, S, qd):
     return v_parent + S * qd[..., None]
 
 
-def articulated(children, S, I, v, qd, tau):
+def articulated(children, S, I, v, qd, tau, armature):
     """The backward step: returns ``(U, D, u, c)`` and the articulated inertia and bias force
-    ``(I^a, p^a)`` the body adds to its parent's."""
+    ``(I^a, p^a)`` the body adds to its parent's; the joint's armature adds to ``D``, the
+    inertia its motion meets."""
     inertia_children, bias_children = children
     IA = I + inertia_children
     pA = -_times(jnp.swapaxes(cross_matrix(v), -1, -2), _times(I, v)) + bias_children  # v x* I v
     U = _times(IA, S)
-    D = jnp.sum(S * U, -1)
+    D = jnp.sum(S * U, -1) + armature
     u = tau - jnp.sum(S * pA, -1)
     c = _times(cross_matrix(v), S * qd[..., None])
     Ia = IA - U[..., :, None] * U[..., None, :] / D[..., None, None]
@@ -87,7 +88,7 @@ def _aba(model: Model, q, qd, tau, dtype):
     walk = traversal.walk(model.parents)
     if isinstance(walk, traversal.Unrolled) or model.mimics:
         # M(q) qdd = tau - h: in the coordinates for coupled joints, which the ABA does not have
-        M = _mass_matrix(model, q, dtype)[1]
+        M = _mass_matrix(model, q, dtype)
         h = tr.generalized(model, dtype, _rnea(model, q, qd, None, dtype))
         return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - h)
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
@@ -95,10 +96,10 @@ def _aba(model: Model, q, qd, tau, dtype):
     w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)
     S = jnp.stack([*w, *v], -1)
     I = spatial_inertia(jnp.stack(world_inertia(inertia, R, p), -1))
-    S, I, qd, tau = walk.arrays(S), walk.arrays(I), walk.split(qd), walk.split(tau)
+    S, I, qd, tau, armature = walk.arrays(S), walk.arrays(I), walk.split(qd), walk.split(tau), walk.split(jnp.asarray(model.armature, dtype))
     zero = jnp.zeros(6, dtype)
     v = walk.forward(velocity, zero, S, qd)
-    projections = walk.backward(articulated, (jnp.zeros((6, 6), dtype), zero), S, I, v, qd, tau)
+    projections = walk.backward(articulated, (jnp.zeros((6, 6), dtype), zero), S, I, v, qd, tau, armature)
     gravity = jnp.concatenate([zero[:3], -jnp.asarray(model.gravity, dtype)])
     a = walk.forward(acceleration, (gravity, spatial.ZERO), S, projections)
     return walk.array(walk.map(lambda motion: motion[1], a))

@@ -9,6 +9,7 @@ base.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 from dense_armor import spatial
 from dense_armor.dynamics import traversal
@@ -69,10 +70,12 @@ def rnea(model: Model, q, qd, qdd):
         q, qd, qdd: (n,) joint positions (rad or m), velocities and accelerations.
 
     Returns:
-        (n,) joint torques (N m) or forces (N): ``M(q) qdd + C(q, qd) qd + g(q)``.
+        (n,) joint torques (N m) or forces (N): ``M(q) qdd + C(q, qd) qd + g(q)``, ``M`` with the
+        model's armature on its diagonal.
     """
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    return tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
+    tau = tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
+    return tau + jnp.asarray(model.armature, dtype) * qdd  # the rotors, spun up by their own joint
 
 
 @jax.jit

@@ -41,8 +41,7 @@ def motion_subspaces(prismatic: np.ndarray, z, p):
 
 
 def _mass_matrix(model: Model, q, dtype):
-    """The mass matrix (B, B) of the joints at their positions ``q`` (B,), and ``G^T M G`` (n, n)
-    of the coordinates."""
+    """The mass matrix (n, n) of the coordinates at the joints' positions ``q`` (B,)."""
     (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
     S = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
     bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n_bodies))
@@ -53,8 +52,8 @@ def _mass_matrix(model: Model, q, dtype):
     F = spatial.rigid_momentum(composite, (tuple(S[:3]), tuple(S[3:])))
     # M_ij = S_i . F_j for i an ancestor of j, and symmetric
     upper = jnp.where(D.T, sum(a[:, None] * b[None, :] for a, b in zip(S, (*F[0], *F[1]))), 0.0)
-    M = upper + upper.T - jnp.where(np.eye(model.n_bodies, dtype=bool), upper, 0.0)
-    return M, tr.generalized(model, dtype, tr.generalized(model, dtype, M).T)
+    M = tr.generalized_inertia(model, dtype, upper + upper.T - jnp.where(np.eye(model.n_bodies, dtype=bool), upper, 0.0))
+    return M + jnp.diag(jnp.asarray(model.armature, dtype))
 
 
 @jax.jit
@@ -75,8 +74,9 @@ def crba(model: Model, q):
         q: (n,) joint positions.
 
     Returns:
-        (n, n) symmetric positive-definite ``M(q)`` (kg m^2, kg for prismatic joints).
+        (n, n) symmetric positive-definite ``M(q)`` (kg m^2, kg for prismatic joints), the
+        model's armature on its diagonal.
     """
     dtype, (q,) = tr.check(model, q=q)
     q, _, _ = tr.joint_values(model, dtype, q)
-    return _mass_matrix(model, q, dtype)[1]
+    return _mass_matrix(model, q, dtype)

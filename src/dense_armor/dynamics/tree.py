@@ -94,6 +94,14 @@ def generalized(model: Model, dtype, f) -> jax.Array:
     return _times(_coupling(model, dtype)[0].T, f)
 
 
+def generalized_inertia(model: Model, dtype, M) -> jax.Array:
+    """``G^T M G``: a joint-space mass matrix (B, B) in the coordinates (n, n)."""
+    if not model.mimics:
+        return M
+    G = _coupling(model, dtype)[0]
+    return _times(G.T, _times(M, G))
+
+
 def leaf(x, dtype):
     """A model leaf as a JAX array of ``dtype``, as nested tuples of scalars."""
     return scalars(jnp.asarray(x, dtype))
