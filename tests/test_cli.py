@@ -207,9 +207,10 @@ def test_replay_csv_without_accelerations_estimates_them(capsys, arm):
 def test_replay_npz_with_arrays_and_progress_bar(capsys, arm):
     log = arm["folder"] / "log.npz"
     np.savez(log, t=arm["t"], q=arm["q"], qd=arm["qd"], qdd=arm["qdd"], tau=arm["tau"])
-    code, out, err = _run(capsys, "replay", arm["urdf"], log, "--chunk", 100, "--progress")
+    code, out, err = _run(capsys, "replay", arm["urdf"], log, "--chunk", 100, "--progress", "--out", arm["folder"] / "o.NPZ")
     assert code == 0
     assert "replay" in err and f"{T}/{T}" in err  # tqdm's bar
+    assert "written to " + str(arm["folder"] / "o.NPZ") in out and "err_joint1" in np.load(arm["folder"] / "o.NPZ")  # the name given
     nominal, learner = _rmse_rows(out)
     assert learner < 0.5 * nominal
 
@@ -249,6 +250,12 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
     one = np.ones(5)
     _write_csv(folder / "no_t_full.csv", {f"{k}{j}": one for k in ("q", "qd", "qdd", "tau") for j in range(2)})
     np.savez(folder / "wrong_shape.npz", q=np.zeros((5, 3)), tau=np.zeros((5, 3)))
+    import gzip
+
+    (folder / "zipped.csv").write_bytes(gzip.compress((folder / "text.csv").read_bytes()))
+    np.savez(folder / "arrays.npz", q=np.zeros((5, 2)), tau=np.zeros((5, 2)))
+    (folder / "arrays.csv").write_bytes((folder / "arrays.npz").read_bytes())
+    np.save(folder / "plain.npy", np.zeros(3))
     return {p.name: p for p in folder.iterdir()}
 
 
@@ -278,10 +285,19 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "text.csv", "--topic", "/joint_states"], "--topic is for ROS bags"),
         (["replay", "{urdf}", "no_t_full.csv", "--learner", "robot"], "needs the sampling rate"),
         (["replay", "{urdf}", "no_tau.csv", "--state-in", "{missing}"], "no such file"),
+        (["replay", "{urdf}", "no_t_full.csv", "--dt", "0.01", "--state-in", "plain.npy"], "plain.npy: not a learner state file"),
+        (["replay", "{urdf}", "zipped.csv"], "zipped.csv: not a text CSV file"),
+        (["replay", "{urdf}", "arrays.csv"], "arrays.csv: not a text CSV file"),
+        (["replay", "{urdf}", "text.csv", "--plot", "x.foo"], "expected a file ending in .png"),
+        (["replay", "{urdf}", "text.csv", "--hampel-n-sigmas", "-1"], "argument --hampel-n-sigmas"),
+        (["replay", "{urdf}", "text.csv", "--warmup-steps", "-1"], "argument --warmup-steps"),
+        (["replay", "{urdf}", "text.csv", "--mimic", "--lock", "joint2=0", "--lock", "joint1=0"], "every joint would be locked"),
         (["demo", "--rate", "-5"], "argument --rate"),
         (["demo", "--duration", "0.001"], "too few"),
         (["demo", "--duration", "1e9", "--rate", "1e6"], "too many to simulate"),
         (["control", "--laps", "100000000"], "too many to simulate"),
+        (["control", "--laps", "1250"], "too many to simulate"),
+        (["control", "--rate", "1"], "too slow for kp 400"),
         (["control", "--kp", "abc"], "argument --kp"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),

@@ -66,6 +66,16 @@ def test_hyperparameters_are_checked_whatever_their_type(kwargs, message):
         ResidualDynamicsLearner(NOMINAL, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"hampel_n_sigmas": -1.0, "trigger": "hampel"}, "n_sigmas"), ({"warmup_steps": -1}, "warmup_steps"),
+])
+def test_negative_trigger_options_are_refused(kwargs, message):
+    from dense_armor.utility.learn.online_dynamics import DriftAwareResidualDynamicsLearner
+
+    with pytest.raises(ValueError, match=message):
+        DriftAwareResidualDynamicsLearner(NOMINAL, **kwargs)
+
+
 def test_state_files_know_what_they_belong_to(tmp_path):
     learner = RobotResidualDynamicsLearner(NOMINAL, rate=100.0)
     for s in _samples(20):
@@ -93,6 +103,59 @@ def test_state_files_know_what_they_belong_to(tmp_path):
         (tmp_path / "bad").write_bytes(damaged)
         with pytest.raises(ValueError, match="bad: not a learner state file"):
             RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "bad")
+    np.save(tmp_path / "plain.npy", np.zeros(3))  # one array, not an NPZ
+    with pytest.raises(ValueError, match="plain.npy: not a learner state file"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "plain.npy")
+    anonymous = {k: v for k, v in np.load(tmp_path / "x").items() if not k.startswith("identity_")}
+    with open(tmp_path / "anonymous.npz", "wb") as f:
+        np.savez(f, **anonymous)
+    with pytest.raises(ValueError, match="does not say which learner and robot"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "anonymous.npz")
+    data = dict(np.load(tmp_path / "x"))
+    P = next(k for k, v in data.items() if v.ndim == 2 and v.shape[0] == v.shape[1] and v.shape[0] > 2)
+    data[P] = -data[P]  # symmetric, finite, and no covariance
+    with open(tmp_path / "negative.npz", "wb") as f:
+        np.savez(f, **data)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "negative.npz")
+
+
+def test_the_plain_rls_takes_turns_between_threads_and_checks_its_keys():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=600)
+    rls = RecursiveLeastSquares(lam=1.0, delta=1e8)
+    keys = ("a", "b", "c")
+    threads = [threading.Thread(target=lambda part: [rls.learn_one(dict(zip(keys, X[i])), float(y[i])) for i in part],
+                                args=(range(k, 600, 2),)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_allclose(rls._w, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-6)  # every sample, once
+    with pytest.raises(ValueError, match="given twice"):
+        RecursiveLeastSquares(feature_keys=["a", "a"])
+    with pytest.raises(ValueError, match="expected a real number"):
+        RecursiveLeastSquares(lam="0.5")
+
+
+@pytest.mark.parametrize("make", [lambda: RecursiveLeastSquares(), lambda: PayloadResidualDynamicsLearner(NOMINAL),
+                                  lambda: RobotResidualDynamicsLearner(NOMINAL, rate=100.0)])
+def test_a_sample_too_large_to_learn_is_skipped_and_breaks_nothing(make):
+    learner = make()
+    if isinstance(learner, RecursiveLeastSquares):
+        learner.learn_one({"a": 1.0, "b": 1.0}, 1.7e308)
+        learner.learn_one({"a": 1.0, "b": 1.0}, -1.7e308)  # finite, and its error is not
+        learner.learn_one({"a": 1.0, "b": 2.0}, 3.0)
+        assert learner.rejected >= 1 and np.all(np.isfinite(learner._w))
+        return
+    for s in _samples(5):
+        learner.learn_one(*s)
+    learner.learn_one(np.ones(2), np.ones(2), np.ones(2), np.array([1e308, -1e308]))
+    for s in _samples(5, seed=1):
+        learner.learn_one(*s)
+    assert np.all(np.isfinite(learner.predict_torque(np.ones(2), np.ones(2), np.ones(2))))
+    assert int(np.max(learner.state.rejected)) == 1
 
 
 @pytest.mark.slow
@@ -134,6 +197,9 @@ def test_a_urdf_in_its_declared_encoding(tmp_path):
     text = '<?xml version="1.0" encoding="ISO-8859-1"?>\n' + minimal_urdf().replace("two_link", "bras_\u00e9l\u00e9gant")
     (tmp_path / "latin.urdf").write_bytes(text.encode("latin-1"))
     assert parse_urdf(tmp_path / "latin.urdf").name == "bras_\u00e9l\u00e9gant"
+    utf16 = '<?xml version="1.0" encoding="UTF-16"?>\n' + minimal_urdf().replace("two_link", "bras_\u00e9l\u00e9gant")
+    (tmp_path / "utf16.urdf").write_bytes(utf16.encode("utf-16"))  # with its byte-order mark
+    assert parse_urdf(tmp_path / "utf16.urdf").name == "bras_\u00e9l\u00e9gant"
     (tmp_path / "bad.urdf").write_bytes(b'<robot name="\xe9"/>')
     with pytest.raises(URDFError, match="bad.urdf: not a utf-8 text file"):
         parse_urdf(tmp_path / "bad.urdf")

@@ -137,10 +137,9 @@ def _concrete(value):
     """A hyperparameter as a NumPy array, or ``None`` when it is traced (not checked)."""
     if isinstance(value, jax.core.Tracer):
         return None
-    try:
-        return np.asarray(value, np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a real number, got {value!r}") from None
+    if isinstance(value, (str, bytes)) or not np.isrealobj(value) or np.asarray(value).dtype.kind not in "biuf":
+        raise ValueError(f"expected a real number, got {value!r}")
+    return np.asarray(value, np.float64)
 
 
 def check_hyperparameters(lam, delta, fast_lam=1.0):
@@ -331,7 +330,11 @@ class ResidualLearner(Learner):
 def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
     """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
     more rejection (the detector's own state already ignored it), and the step's outputs (NaN
-    for a rejected sample; ``extra`` as given)."""
+    for a rejected sample; ``extra`` as given). A finite sample too large to learn (its update
+    overflows ``w`` or ``P``) is rejected too: one sample never breaks a learner."""
+    valid = valid & rls.finite(learned.rls)
+    for leaf in jax.tree.leaves(getattr(learned, "noise", None)):  # the robot learner's noise picture
+        valid = valid & jnp.all(jnp.isfinite(leaf))
     new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
     new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
     nan = jnp.full_like(nominal, jnp.nan)
@@ -547,8 +550,9 @@ def load_state(path: str | Path, like, learner=None):
     """Read a state written by :func:`save_state`, shaped like the template ``like``.
 
     Checks, before anything is returned: the file is an NPZ of this structure, shapes and
-    dtypes; with ``learner``, that it was saved for the same kind of learner, robot and options;
-    every array is finite and each covariance symmetric. Loading never executes code.
+    dtypes; with ``learner``, that it was saved for the same kind of learner, robot and options
+    (a file saved without its learner's identity is refused); every array is finite and each
+    covariance symmetric positive semi-definite. Loading never executes code.
 
     Raises:
         ValueError: naming the file and what does not match.
@@ -557,7 +561,10 @@ def load_state(path: str | Path, like, learner=None):
 
     leaves, treedef = jax.tree.flatten(like)
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a .npy file: one array
+            raise ValueError("a single array")
+        with data:
             files = set(data.files)
             loaded = {k: data[k] for k in files}
     except FileNotFoundError:
@@ -565,7 +572,10 @@ def load_state(path: str | Path, like, learner=None):
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
         raise ValueError(f"{path}: not a learner state file (an NPZ written by save): {err}") from None
     stored = {k[len("identity_") :]: str(v) for k, v in loaded.items() if k.startswith("identity_")}
-    if learner is not None and stored:
+    if learner is not None:
+        if not stored:
+            raise ValueError(f"{path}: the state does not say which learner and robot it belongs to (saved without its "
+                             "learner): it cannot be checked, so it is not loaded")
         expected = identity(learner)
         for key, what in (("kind", "learner"), ("robot", "robot"), ("options", "learner configuration")):
             if stored.get(key) != expected[key]:
@@ -591,6 +601,10 @@ def load_state(path: str | Path, like, learner=None):
         P = np.asarray(P)
         if not np.array_equal(P, np.swapaxes(P, -1, -2)):
             raise ValueError(f"{path}: a covariance is not symmetric: a damaged or edited state")
+        eig = np.linalg.eigvalsh(P.astype(np.float64))
+        tol = 100 * np.finfo(P.dtype).eps * np.abs(eig).max(axis=-1, keepdims=True)  # rounding of a PSD matrix
+        if np.any(eig < -tol):
+            raise ValueError(f"{path}: a covariance is not positive semi-definite: a damaged or edited state")
     return state
 
 

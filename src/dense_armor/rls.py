@@ -425,10 +425,17 @@ def update_rows(
     return block_update(state, X, y, lam, directional=directional, max_trace=max_trace, joseph=joseph)[0]
 
 
+def finite(state: RLSState) -> jax.Array:
+    """() bool: ``w`` and the diagonal of ``P`` are finite (a NaN or inf anywhere in ``P``
+    reaches its diagonal by the next update)."""
+    return jnp.all(jnp.isfinite(state.w)) & jnp.all(jnp.isfinite(jnp.diagonal(state.P, axis1=-2, axis2=-1)))
+
+
 def update_if_finite(
     state: RLSState, x: ArrayLike, y: ArrayLike, lam: ArrayLike = 1.0, **options
 ) -> tuple[RLSState, jax.Array]:
-    """:func:`update`, or the unchanged state when ``x`` or ``y`` holds a NaN or inf.
+    """:func:`update`, or the unchanged state when ``x`` or ``y`` holds a NaN or inf, or the
+    update would not be finite (a sample too large to learn).
 
     Returns:
         The new state and a bool: whether the sample was learned. A bad sample never
@@ -436,6 +443,7 @@ def update_if_finite(
     """
     ok = jnp.all(jnp.isfinite(jnp.asarray(x))) & jnp.all(jnp.isfinite(jnp.asarray(y)))
     new = update(state, jnp.where(ok, x, 0), jnp.where(ok, y, 0), lam, **options)
+    ok = ok & finite(new)
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, state), ok
 
 

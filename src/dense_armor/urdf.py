@@ -6,6 +6,7 @@ walk of the tree that merges links behind fixed joints into the body they hang f
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import re
@@ -113,9 +114,11 @@ def _read(source) -> tuple[str, str]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such URDF file")
     raw = path.read_bytes()
-    # the XML declaration's encoding, else UTF-8
+    # a byte-order mark, else the XML declaration's encoding, else UTF-8
+    marks = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+             (codecs.BOM_UTF16_BE, "utf-16"), (codecs.BOM_UTF8, "utf-8-sig"))
     declared = re.match(rb"^\s*<\?xml[^>]*encoding=[\"']([A-Za-z0-9._-]+)[\"']", raw)
-    encoding = declared.group(1).decode() if declared else "utf-8"
+    encoding = next((name for mark, name in marks if raw.startswith(mark)), declared.group(1).decode() if declared else "utf-8")
     try:
         return raw.decode(encoding).lstrip("\ufeff"), str(path)
     except (UnicodeDecodeError, LookupError) as err:

@@ -15,13 +15,14 @@ from dense_armor.cli.common import PROG, Output, UserError, alarm_text, fmt, req
 from dense_armor.cli.learners import DEMO_LEARNERS, build_learner, learner_name, payload_report
 
 MAX_SAMPLES = 10_000_000  # a simulated run held in memory: about 1 GB
+MAX_CONTROL_SAMPLES = 1_000_000  # a closed loop, simulated twice and sample by sample
 
 
-def _check_size(samples: float, what: str, least: int) -> None:
+def _check_size(samples: float, what: str, least: int, most: float = MAX_SAMPLES) -> None:
     if samples < least:
         raise UserError(f"{what}: {samples:g} samples is too few (at least {least})")
-    if samples > MAX_SAMPLES:
-        raise UserError(f"{what}: {samples:g} samples is too many to simulate (at most {MAX_SAMPLES:g}); "
+    if samples > most:
+        raise UserError(f"{what}: {samples:g} samples is too many to simulate (at most {most:g}); "
                         "use a shorter run or a lower rate")
 
 
@@ -165,7 +166,12 @@ def cmd_control(args) -> int:
     from dense_armor.control import simulate
     from dense_armor.demo import tip_positions, tracking_scenario
 
-    _check_size(args.laps * 8 * args.rate, "--laps x --rate", 10)  # a lap: 4 moves and 4 holds of 1 s
+    # a lap: 4 moves and 4 holds of 1 s
+    _check_size(args.laps * 8 * args.rate, "--laps x --rate", 10, MAX_CONTROL_SAMPLES)
+    dt = 1.0 / args.rate
+    if dt * np.sqrt(args.kp) >= 2.0 or dt * args.kd >= 2.0:  # the discrete loop's stability bound
+        raise UserError(f"--rate {args.rate:g} Hz is too slow for kp {args.kp:g}, kd {args.kd:g} (the loop needs "
+                        f"rate > sqrt(kp) / 2 and rate > kd / 2); raise --rate or lower the gains")
     plot = Output(args.plot, "--plot", suffixes=(".png",))
     plt = require_matplotlib() if plot else None
     started = time.perf_counter()
@@ -180,6 +186,9 @@ def cmd_control(args) -> int:
     ]
     final = runs[1][0]
     rollouts = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[r for _, r in runs])
+    if not np.all(np.isfinite(rollouts.error)):
+        raise UserError(f"the closed loop diverged at {args.rate:g} Hz with kp {args.kp:g}, kd {args.kd:g}: "
+                        "raise --rate or lower the gains")
     targets = np.array(sc.targets)
     per_lap = len(targets) // args.laps
     tip_ref = tip_positions(sc.nominal, sc.reference.q[targets])

@@ -83,6 +83,9 @@ class RecursiveLeastSquares(Regressor):
 
     def __init__(self, lam: float = 1.0, delta: float = 1e6, feature_keys: Optional[Sequence[str]] = None):
         learners.check_hyperparameters(lam, delta)
+        if feature_keys is not None and len(set(feature_keys)) != len(list(feature_keys)):
+            raise ValueError(f"feature_keys: a key is given twice: {list(feature_keys)}")
+        self._lock = threading.RLock()  # one call at a time: the state is read, stepped, written
         self.lam = lam
         self.delta = delta
         self.feature_keys = feature_keys
@@ -107,22 +110,23 @@ class RecursiveLeastSquares(Regressor):
         return vec, keys
 
     def learn_one(self, x: Mapping[str, float], y: float) -> "RecursiveLeastSquares":
-        vec, keys = self._vector(x)
         if np.ndim(y) != 0 or not np.isrealobj(y):
             raise ValueError(f"y: expected one real number, got {y!r}")
-        self._keys = keys
-        with jax.enable_x64(True):
+        with self._lock, jax.enable_x64(True):
+            vec, keys = self._vector(x)
+            self._keys = keys
             if self.state is None:
                 self.state = rls.init(len(self._keys), self.delta, dtype=jnp.float64)
             self.state, ok = _rls_learn(self.state, vec, np.float64(y), self.lam)
-        self.rejected += not bool(ok)
+            self.rejected += not bool(ok)
         return self
 
     def predict_one(self, x: Mapping[str, float]) -> float:
-        if self.state is None:
-            return 0.0
-        with jax.enable_x64(True):
-            return float(_rls_predict(self.state, self._vector(x)[0]))
+        with self._lock:
+            if self.state is None:
+                return 0.0
+            with jax.enable_x64(True):
+                return float(_rls_predict(self.state, self._vector(x)[0]))
 
     @property
     def _w(self) -> Optional[np.ndarray]:
