@@ -442,8 +442,13 @@ def test_a_deep_tree_is_walked_by_levels_and_matches_pinocchio():
                  "body_regressor")
 
 
-@pytest.mark.parametrize("name", ["panda", "random_3", "deep"])
+@pytest.mark.parametrize("name", ["panda", "random_3", pytest.param("deep", marks=pytest.mark.slow)])
 def test_armature_matches_pinocchio(name):
+    with jax.disable_jit():  # op by op: nothing to compile
+        _armature_matches_pinocchio(name)
+
+
+def _armature_matches_pinocchio(name):
     """A rotor inertia per joint (``model.armature``, Pinocchio's ``model.armature``): on the
     mass matrix's diagonal, in ``rnea`` and ``aba`` (the deep tree's is the articulated-body
     algorithm over levels), not in the bias forces or the regressor of the links."""
