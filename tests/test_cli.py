@@ -461,3 +461,25 @@ def test_replay_a_ros2_bag_with_locked_joints_and_currents(capsys, wall, tmp_pat
     write_joint_state_bag(tmp_path / "arm_only", wall["t"], names[:2], q[:, :2], qd[:, :2], current[:, :2], "sqlite3")
     code, _, err = _run(capsys, "replay", gripped, tmp_path / "arm_only", "--learner", "robot")
     assert code == 2 and "--lock gripper=VALUE" in err
+
+
+@pytest.mark.parametrize("kind, chosen", [
+    ("five-feature", {}), ("drift-aware", {"trigger": "innovation"}), ("payload", {}),
+    ("drift-aware-payload", {"trigger": "innovation"}), ("robot", {"rate": 100.0}),
+])
+def test_the_command_line_builds_each_learner_with_its_class_defaults(arm, kind, chosen):
+    """Defaults live in the documented classes: a learner option left out is the class's
+    default (the command line chooses only the innovation trigger, and the log's rate)."""
+    from dense_armor import learners
+    from dense_armor.cli import build_parser
+    from dense_armor.cli.learners import build_learner, learner_class
+
+    args = build_parser().parse_args(["replay", str(arm["urdf"]), "log.csv", "--learner", kind])
+    args.rate = 100.0  # what replay reads from the log
+    built = build_learner(kind, arm["model"], args)
+    expected = learner_class(kind)(arm["model"], **chosen).learner
+    assert learners.identity(built) == learners.identity(expected)
+    args = build_parser().parse_args(["replay", str(arm["urdf"]), "log.csv", "--learner", kind, "--lam", "0.9"])
+    args.rate = 100.0
+    assert learners.identity(build_learner(kind, arm["model"], args)) == learners.identity(
+        learner_class(kind)(arm["model"], **chosen, lam=0.9).learner)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from dense_armor.cli.common import UserError, count, forgetting_factor, natural, nonnegative, positive
 from dense_armor.robot_learner import MEMORY
 
@@ -13,24 +15,63 @@ LEARNER_CLASSES = {
     "drift-aware-payload": "PayloadResidualDynamicsLearner with a trigger",
     "robot": "RobotResidualDynamicsLearner",
 }
-#: The forgetting factor of each learner when ``--lam`` is not given (the wrappers' defaults).
-DEFAULT_LAM = {"five-feature": 1.0, "drift-aware": 0.99, "payload": 1.0, "drift-aware-payload": 1.0, "robot": None}
 #: The demo's learners, in the table's order; the demo's plain five-feature learner forgets (0.99).
 DEMO_LEARNERS = ("five-feature", "drift-aware", "payload", "drift-aware-payload")
 TRIGGERS = ("innovation", "hampel", "cusum")
-_INNOVATION = ("k", "h", "min_samples", "min_sigma")
+_DETECTOR_OPTIONS = {  # the drift-aware payload learner's trigger: its keywords, from the options
+    "innovation": {"k": "innovation_k", "h": "innovation_h", "min_samples": "innovation_min_samples",
+                   "min_sigma": "innovation_min_sigma"},
+    "hampel": {"radius": "hampel_radius", "n_sigmas": "hampel_n_sigmas"},
+    "cusum": {"radius": "drift_radius", "ref_mult": "drift_ref_mult", "k": "drift_k", "h": "drift_h"},
+}
 
 
-def lam(kind: str, args) -> float | None:
-    """The learner's ``--lam``, else its default (``None``: the robot learner's memory)."""
-    if args.lam is not None:
-        return args.lam
-    return getattr(args, "default_lam", {}).get(kind, DEFAULT_LAM[kind])
+def learner_class(kind: str):
+    """The documented class that builds the learner ``kind``."""
+    from dense_armor.utility.learn import online_dynamics as od
+
+    if kind not in LEARNER_CLASSES:
+        raise UserError(f"unknown learner {kind!r}; choose one of {', '.join(LEARNER_CLASSES)}")
+    return getattr(od, LEARNER_CLASSES[kind].split()[0])
+
+
+def defaults(kind: str) -> dict:
+    """The documented class's keyword defaults: the one place they are set."""
+    parameters = inspect.signature(learner_class(kind)).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def options(kind: str, args) -> dict:
+    """The keywords the command line passes to the class of ``kind``: the options given (a
+    learner option left out keeps the class's default), and what the command chooses itself."""
+    given = {key: getattr(args, key) for key in defaults(kind) if getattr(args, key, None) is not None}
+    if "lam" not in given and kind in getattr(args, "default_lam", {}):
+        given["lam"] = args.default_lam[kind]
+    if kind == "robot":
+        given["detect_payload"] = not args.no_payload
+    elif kind == "payload":
+        for key in ("trigger", "reopen"):  # no trigger: nothing to respond with
+            given.pop(key, None)
+    elif kind == "drift-aware-payload":
+        names = _DETECTOR_OPTIONS[args.trigger]
+        chosen = {key: getattr(args, name) for key, name in names.items() if getattr(args, name, None) is not None}
+        if chosen:
+            from dense_armor import drift
+
+            given["detector"] = {"innovation": drift.Innovation, "hampel": drift.Hampel, "cusum": drift.CUSUM}[args.trigger](**chosen)
+    if kind in ("payload", "drift-aware-payload"):
+        given["friction"] = not getattr(args, "no_friction", False)
+    return given
+
+
+def setting(kind: str, args, key: str):
+    """The value of one keyword of the learner the command line builds."""
+    return {**defaults(kind), **options(kind, args)}[key]
 
 
 def forgetting_text(kind: str, args) -> str:
     """``lam 0.99``, or the robot learner's default memory."""
-    factor = lam(kind, args)
+    factor = setting(kind, args, "lam")
     return f"memory {MEMORY:g} s" if factor is None else f"lam {factor:g}"
 
 
@@ -42,61 +83,13 @@ def learner_name(kind: str, args) -> str:
     return f"{kind}, {forgetting_text(kind, args)}"
 
 
-def _innovation_given(args) -> dict:
-    return {k: getattr(args, f"innovation_{k}") for k in _INNOVATION if getattr(args, f"innovation_{k}") is not None}
-
-
-def _detector(args):
-    """The detector named by ``--trigger`` with the options given; ``None`` leaves the
-    payload wrapper's own default detector in place."""
-    from dense_armor import drift
-
-    if args.trigger == "hampel":
-        return drift.Hampel(radius=args.hampel_radius, n_sigmas=args.hampel_n_sigmas)
-    if args.trigger == "cusum":
-        return drift.CUSUM(radius=args.drift_radius, ref_mult=args.drift_ref_mult, k=args.drift_k, h=args.drift_h)
-    given = _innovation_given(args)
-    return drift.Innovation(**given) if given else None
-
-
 def build_learner(kind: str, model, args):
-    """The functional learner ``kind`` on ``model``, configured through the documented class
-    (so the command line and the classes share their defaults), from the parsed options."""
-    from dense_armor.utility.learn import online_dynamics as od
-
-    factor = lam(kind, args)
-    if kind == "robot":
-        link = getattr(args, "link", None)
-        if link is not None and link not in model.frame_names:
-            raise UserError(f"--link {link!r} is not a link of the robot (links: {', '.join(model.frame_names)})")
-        return od.RobotResidualDynamicsLearner(
-            model, rate=getattr(args, "rate", None) or 1000.0, lam=factor, link=link,
-            coulomb_width=args.coulomb_width, detect_payload=not args.no_payload, min_mass=args.min_mass,
-            window=args.window, consistent=args.consistent,
-        ).learner
-    if kind == "five-feature":
-        return od.ResidualDynamicsLearner(model, lam=factor, delta=args.delta, forgetting=args.forgetting).learner
-    if kind == "drift-aware":
-        innovation = {f"innovation_{k}": v for k, v in _innovation_given(args).items()}
-        return od.DriftAwareResidualDynamicsLearner(
-            model, lam=factor, delta=args.delta, fast_lam=args.fast_lam, warmup_steps=args.warmup_steps,
-            drift_radius=args.drift_radius, drift_ref_mult=args.drift_ref_mult, drift_k=args.drift_k,
-            drift_h=args.drift_h, detector_warmup=args.detector_warmup, trigger=args.trigger,
-            hampel_radius=args.hampel_radius, hampel_n_sigmas=args.hampel_n_sigmas, reopen=args.reopen,
-            forgetting=args.forgetting, **innovation,
-        ).learner
-    if kind in ("payload", "drift-aware-payload"):
-        link = getattr(args, "link", None)
-        if link is not None and link not in model.frame_names:
-            raise UserError(f"--link {link!r} is not a link of the robot (links: {', '.join(model.frame_names)})")
-        drift_aware = kind == "drift-aware-payload"
-        return od.PayloadResidualDynamicsLearner(
-            model, link, lam=factor, delta=args.delta, friction=not getattr(args, "no_friction", False),
-            forgetting=args.forgetting, trigger=args.trigger if drift_aware else None,
-            detector=_detector(args) if drift_aware else None, reopen=args.reopen if drift_aware else None,
-            fast_lam=args.fast_lam, warmup_steps=args.warmup_steps, detector_warmup=args.detector_warmup,
-        ).learner
-    raise UserError(f"unknown learner {kind!r}; choose one of {', '.join(LEARNER_CLASSES)}")
+    """The functional learner ``kind`` on ``model``, built by its documented class from the
+    parsed options (:func:`options`), so the command line and the classes share their defaults."""
+    link = getattr(args, "link", None)
+    if link is not None and link not in model.frame_names:
+        raise UserError(f"--link {link!r} is not a link of the robot (links: {', '.join(model.frame_names)})")
+    return learner_class(kind)(model, **options(kind, args)).learner
 
 
 def payload_report(learner, state) -> tuple[float, float] | None:
@@ -110,38 +103,50 @@ def payload_report(learner, state) -> tuple[float, float] | None:
 
 
 def add_learner_options(p, lam_help: str):
+    """The learner options; each left out keeps the documented class's default, which its help
+    states (read from the class)."""
+    five, drift, robot = defaults("five-feature"), defaults("drift-aware"), defaults("robot")
+
+    def default(value) -> str:
+        return f"default {value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else f"default {value}"
+
     g = p.add_argument_group("learner options")
     g.add_argument("--lam", type=forgetting_factor, default=None, help=f"forgetting factor in (0, 1] ({lam_help})")
-    g.add_argument("--delta", type=positive, default=1e6, help="initial covariance scale, P0 = delta I (default 1e6)")
-    g.add_argument("--forgetting", choices=("directional", "exponential"), default="directional",
-                   help="forget only along excited directions (no wind-up), or the textbook update (default directional)")
+    g.add_argument("--delta", type=positive, help=f"initial covariance scale, P0 = delta I ({default(five['delta'])})")
+    g.add_argument("--forgetting", choices=("directional", "exponential"),
+                   help=f"forget only along excited directions (no wind-up), or the textbook update ({default(five['forgetting'])})")
     g.add_argument("--trigger", choices=TRIGGERS, default="innovation",
                    help="drift trigger of the drift-aware learners (default innovation)")
-    g.add_argument("--fast-lam", type=forgetting_factor, default=0.9, help="forgetting factor after a drift alarm (default 0.9)")
-    g.add_argument("--warmup-steps", type=natural, default=20, help="samples of --fast-lam after an alarm (default 20)")
+    g.add_argument("--fast-lam", type=forgetting_factor, help=f"forgetting factor after a drift alarm ({default(drift['fast_lam'])})")
+    g.add_argument("--warmup-steps", type=natural, help=f"samples of --fast-lam after an alarm ({default(drift['warmup_steps'])})")
     g.add_argument("--reopen", type=nonnegative, default=None,
                    help="on an alarm, add REOPEN * I to the covariance (default with the innovation trigger: 10 for "
                    "the five-feature learner, 100 for the payload learner; else 0)")
-    g.add_argument("--detector-warmup", type=natural, default=0, help="samples learned before the trigger is fed (default 0)")
-    g.add_argument("--innovation-k", type=nonnegative, default=None,
-                   help="innovation trigger: allowance per sample (default 3)")
-    g.add_argument("--innovation-h", type=positive, default=None, help="innovation trigger: threshold (default 40)")
-    g.add_argument("--innovation-min-samples", type=count, default=None,
-                   help="innovation trigger: noise samples before it arms (default 50)")
-    g.add_argument("--innovation-min-sigma", type=nonnegative, default=None,
-                   help="innovation trigger: noise floor, N m (default 1e-4)")
+    g.add_argument("--detector-warmup", type=natural,
+                   help=f"samples learned before the trigger is fed ({default(drift['detector_warmup'])})")
+    g.add_argument("--innovation-k", type=nonnegative,
+                   help=f"innovation trigger: allowance per sample ({default(drift['innovation_k'])})")
+    g.add_argument("--innovation-h", type=positive, help=f"innovation trigger: threshold ({default(drift['innovation_h'])})")
+    g.add_argument("--innovation-min-samples", type=count,
+                   help=f"innovation trigger: noise samples before it arms ({default(drift['innovation_min_samples'])})")
+    g.add_argument("--innovation-min-sigma", type=nonnegative,
+                   help=f"innovation trigger: noise floor, N m ({default(drift['innovation_min_sigma'])})")
     r = p.add_argument_group("robot learner options")
-    r.add_argument("--coulomb-width", type=positive, default=0.02, help="width of the Coulomb term tanh(qd / width), rad/s (default 0.02)")
+    r.add_argument("--coulomb-width", type=positive,
+                   help=f"width of the Coulomb term tanh(qd / width), rad/s ({default(robot['coulomb_width'])})")
     r.add_argument("--no-payload", action="store_true", help="no payload-change detection")
-    r.add_argument("--min-mass", type=nonnegative, default=0.6, help="smallest payload change that raises an alarm, kg (default 0.6)")
-    r.add_argument("--window", type=positive, default=1.5, help="the payload detector's window, s (default 1.5)")
+    r.add_argument("--min-mass", type=nonnegative,
+                   help=f"smallest payload change that raises an alarm, kg ({default(robot['min_mass'])})")
+    r.add_argument("--window", type=positive, help=f"the payload detector's window, s ({default(robot['window'])})")
     r.add_argument("--consistent", action="store_true", help="predict with the nearest physically consistent inertial parameters")
-    g.add_argument("--hampel-radius", type=count, default=20, help="Hampel trigger: window radius (default 20)")
-    g.add_argument("--hampel-n-sigmas", type=positive, default=3.0, help="Hampel trigger: threshold in robust sigmas (default 3)")
-    g.add_argument("--drift-radius", type=count, default=10, help="CUSUM trigger: window radius (default 10)")
-    g.add_argument("--drift-ref-mult", type=count, default=3, help="CUSUM trigger: reference window, in radii (default 3)")
-    g.add_argument("--drift-k", type=nonnegative, default=0.5, help="CUSUM trigger: allowance k (default 0.5)")
-    g.add_argument("--drift-h", type=positive, default=20.0, help="CUSUM trigger: threshold h (default 20)")
+    g.add_argument("--hampel-radius", type=count, help=f"Hampel trigger: window radius ({default(drift['hampel_radius'])})")
+    g.add_argument("--hampel-n-sigmas", type=positive,
+                   help=f"Hampel trigger: threshold in robust sigmas ({default(drift['hampel_n_sigmas'])})")
+    g.add_argument("--drift-radius", type=count, help=f"CUSUM trigger: window radius ({default(drift['drift_radius'])})")
+    g.add_argument("--drift-ref-mult", type=count,
+                   help=f"CUSUM trigger: reference window, in radii ({default(drift['drift_ref_mult'])})")
+    g.add_argument("--drift-k", type=nonnegative, help=f"CUSUM trigger: allowance k ({default(drift['drift_k'])})")
+    g.add_argument("--drift-h", type=positive, help=f"CUSUM trigger: threshold h ({default(drift['drift_h'])})")
 
 
 def add_change_options(p, payload: float, viscous: float, coulomb: float, *, gained: bool) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from dense_armor import learners, robot_learner
 from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
-from dense_armor.cli.learners import build_learner, forgetting_text, payload_report
+from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, setting
 from dense_armor.logs import LogError, open_log
 from dense_armor.model import lock_joints
 from dense_armor.replay import replay_log
@@ -304,9 +304,10 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
 def _label(args) -> str:
     text = f"{args.learner} ({forgetting_text(args.learner, args)}"
     if args.learner == "robot":
-        text += f", rate {args.rate:g} Hz" + (", no payload detection" if args.no_payload else f", min mass {args.min_mass:g} kg")
+        text += f", rate {args.rate:g} Hz" + (", no payload detection" if args.no_payload else
+                                               f", min mass {setting('robot', args, 'min_mass'):g} kg")
     else:
-        text += f", delta {args.delta:g}"
+        text += f", delta {setting(args.learner, args, 'delta'):g}"
     if args.learner.startswith("drift-aware"):
         text += f", trigger {args.trigger}"
     return text + ")"
