@@ -483,3 +483,27 @@ def test_the_command_line_builds_each_learner_with_its_class_defaults(arm, kind,
     args.rate = 100.0
     assert learners.identity(build_learner(kind, arm["model"], args)) == learners.identity(
         learner_class(kind)(arm["model"], **chosen, lam=0.9).learner)
+
+
+def test_predictions_that_are_not_finite_are_counted_warned_and_scored_as_the_urdf(capsys, arm, tmp_path):
+    """A learner whose weights overflow its predictions (a state loaded as it was saved): the
+    summary says so, and scores those samples with the URDF's torque, never drops them."""
+    import json
+
+    from dense_armor import learners
+    from dense_armor.learners import ResidualLearner
+
+    learner = ResidualLearner(arm["model"])
+    state = learner.init(jnp.float64)
+    w = np.zeros((2, 5))
+    w[:, 1] = w[:, 4] = 1e308  # qd and bias: finite weights, an infinite torque wherever qd > 0.8
+    with jax.enable_x64(True):
+        learners.save_state(tmp_path / "huge.npz", state._replace(rls=state.rls._replace(w=jnp.asarray(w))), learner)
+    log = _write_csv(tmp_path / "log.csv", _columns(arm))
+    code, out, err = _run(capsys, "replay", arm["urdf"], log, "--state-in", tmp_path / "huge.npz", "--report", tmp_path / "r.json")
+    assert code == 0, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    fast = int(np.sum(np.any(arm["qd"] > 0.8, axis=1)))
+    assert fast > 10 and report["nonfinite_predictions"] >= fast
+    assert "predictions were not finite" in err and f"{report['nonfinite_predictions']} non-finite predictions" in out
+    assert np.isfinite(report["rmse_nominal"]) and report["rmse_learner"] > 1e100  # huge, and said so

@@ -328,22 +328,23 @@ class ResidualLearner(Learner):
 
 
 def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
-    """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
-    more rejection (the detector's own state already ignored it), and the step's outputs (NaN
-    for a rejected sample; ``extra`` as given). A finite sample too large to learn (its update
-    overflows ``w`` or ``P``) is rejected too: one sample never breaks a learner."""
-    valid = valid & rls.finite(learned.rls)
+    """Finish a prequential step: keep ``learned`` for a valid (finite) sample, else ``state``
+    with one more rejection (the detector's own state already ignored it), and the step's
+    outputs (NaN for an invalid sample; ``extra`` as given). A valid sample whose update would
+    not be finite (too large to learn) is not learned either, so one sample never breaks a
+    learner; its outputs stand, as predicted."""
+    learn = valid & rls.finite(learned.rls)
     for leaf in jax.tree.leaves(getattr(learned, "noise", None)):  # the robot learner's noise picture
-        valid = valid & jnp.all(jnp.isfinite(leaf))
-    new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
-    new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
+        learn = learn & jnp.all(jnp.isfinite(leaf))
+    new = jax.tree.map(lambda a, b: jnp.where(learn, a, b), learned, state)
+    new = new._replace(rejected=state.rejected + (~learn), detector=learned.detector)
     nan = jnp.full_like(nominal, jnp.nan)
     output = StepOutput(
         prediction=jnp.where(valid, nominal + residual, nan),
         error=jnp.where(valid, error, nan),
         nominal=jnp.where(valid, nominal, nan),
         alarm=alarm & valid,
-        accepted=valid,
+        accepted=learn,
         extra=extra,
     )
     return new, output
