@@ -98,8 +98,8 @@ def coupled_tree(seed: int, n_movable: int, chain: bool):
     return ET.tostring(root, encoding="unicode"), uncoupled, G, offset, tuple(coordinates)
 
 
-@pytest.mark.parametrize("seed, n_movable, chain", [(3, 6, False), pytest.param(5, 7, True, marks=pytest.mark.slow),
-                                                    pytest.param(1, 20, True, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("seed, n_movable, chain", [(3, 6, False), (5, 7, True), (1, 20, True)])
 def test_a_coupled_tree_is_the_uncoupled_one_through_the_coupling(seed, n_movable, chain):
     with jax.disable_jit():  # op by op: nothing to compile
         _coupled_equals_uncoupled(seed, n_movable, chain)
@@ -127,6 +127,7 @@ def _coupled_equals_uncoupled(seed, n_movable, chain):
     close(da.frame_jacobian(model, q, frame), np.asarray(da.frame_jacobian(uncoupled, x, frame)) @ G)
 
 
+@pytest.mark.slow
 def test_a_coupled_model_batches_and_differentiates():
     xml, _, _, _, _ = coupled_tree(3, 6, False)
     model = parse_urdf(xml, mimic=True)
@@ -220,11 +221,10 @@ GRIPPER = ('<link name="left"><inertial><mass value="0.2"/><inertia ixx="1e-4" i
            '<mimic joint="finger1" multiplier="-1" offset="0"/></joint></robot>')
 
 
-def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
+def _gripper_log(tmp_path):
     """A two-link arm in a vertical plane with a two-finger gripper whose second finger mimics
-    the first: ``--mimic`` learns it from a log that also logs the mimic joint (its columns are
-    not coordinates, and are left unread); ``--lock`` of the first finger locks both."""
-    from dense_armor.cli import main
+    the first, its URDF and a log of it that also logs the mimic joint: ``(urdf, model, names,
+    columns)``."""
     from dense_armor.robots import minimal_urdf
 
     text = minimal_urdf().replace("</robot>", GRIPPER).replace('<axis xyz="0 0 1"/>', '<axis xyz="0 1 0"/>', 2)
@@ -246,6 +246,15 @@ def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
         columns += [q[:, j], qd[:, j], tau[:, j]]
     names += ["q_finger2", "qd_finger2", "tau_finger2"]  # the mimic joint, as a JointState would log it
     columns += [-q[:, 2], -qd[:, 2], np.zeros(T)]
+    return urdf, model, names, columns
+
+
+def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
+    """``--mimic`` learns the gripper from a log that also logs the mimic joint (its columns
+    are not coordinates, and are left unread)."""
+    from dense_armor.cli import main
+
+    urdf, model, names, columns = _gripper_log(tmp_path)
     log = tmp_path / "log.csv"
     np.savetxt(log, np.column_stack(columns), delimiter=",", header=",".join(names), comments="")
     code = main(["replay", str(urdf), str(log), "--mimic", "--learner", "robot", "--report", str(tmp_path / "r.json")])
@@ -257,22 +266,6 @@ def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
     assert report["rmse_learner"] < 0.1 * report["rmse_nominal"]
     assert set(report["physical"]["joints"]) == {"joint1", "joint2", "finger1"}
     assert set(report["physical"]["bodies"]) == {"link1", "link2", "left", "right"}
-    arm = tmp_path / "arm.csv"
-    np.savetxt(arm, np.column_stack(columns[:7]), delimiter=",", header=",".join(names[:7]), comments="")
-    code = main(["replay", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert "(2 joints: joint1, joint2; locked finger1=0.03)" in out
-    code = main(["identify", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03", "-o", str(tmp_path / "id.urdf")])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    identified = parse_urdf(tmp_path / "id.urdf", mimic=True)  # both fingers fixed, at +-0.03
-    assert identified.n == identified.n_bodies == 2
-    locked = lock_joints(model, {"finger1": 0.03})
-    np.testing.assert_allclose(np.asarray(identified.frame_translation), np.asarray(locked.frame_translation), atol=1e-12)
-    code = main(["replay", str(urdf), str(arm), "--mimic", "--lock", "finger2=0.03"])
-    out, err = capsys.readouterr()
-    assert code == 2 and "'finger2' mimics 'finger1'; lock 'finger1'" in err
     code = main(["info", str(urdf), "--mimic"])
     out, err = capsys.readouterr()
     assert code == 0 and "finger2 mimics finger1: q = -1 q_finger1 + 0" in out and "2 movable joints" not in out
@@ -296,3 +289,26 @@ def test_armature_of_a_coupled_robot_matches_pinocchio():
     M = pin.crba(oracle, data, qp)
     close(da.crba(model, q), (np.triu(M) + np.triu(M, 1).T)[np.ix_(iv, iv)])
     close(da.aba(model, q, qd, tau), qdd, 1e-9)
+
+
+@pytest.mark.slow
+def test_locking_a_coupled_finger_locks_both_in_replay_and_identify(tmp_path, capsys):
+    from dense_armor.cli import main
+
+    urdf, model, names, columns = _gripper_log(tmp_path)
+    arm = tmp_path / "arm.csv"
+    np.savetxt(arm, np.column_stack(columns[:7]), delimiter=",", header=",".join(names[:7]), comments="")
+    code = main(["replay", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "(2 joints: joint1, joint2; locked finger1=0.03)" in out
+    code = main(["identify", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03", "-o", str(tmp_path / "id.urdf")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    identified = parse_urdf(tmp_path / "id.urdf", mimic=True)  # both fingers fixed, at +-0.03
+    assert identified.n == identified.n_bodies == 2
+    locked = lock_joints(model, {"finger1": 0.03})
+    np.testing.assert_allclose(np.asarray(identified.frame_translation), np.asarray(locked.frame_translation), atol=1e-12)
+    code = main(["replay", str(urdf), str(arm), "--mimic", "--lock", "finger2=0.03"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "'finger2' mimics 'finger1'; lock 'finger1'" in err
