@@ -249,6 +249,7 @@ def _gripper_log(tmp_path):
     return urdf, model, names, columns
 
 
+@pytest.mark.slow
 def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
     """``--mimic`` learns the gripper from a log that also logs the mimic joint (its columns
     are not coordinates, and are left unread)."""
