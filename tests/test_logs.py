@@ -147,6 +147,7 @@ def test_torque_scale_turns_currents_into_torques(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("\ufeffq0,q1,tau0,tau1\n0,1,2,3\n0,1,2,3\n", None),  # Excel's byte-order mark is fine
+    ('"q0","q1", "tau0","tau1"\n0,1,2,3\n0,1,2,3\n', None),  # and so are quoted names
     ("q_joint1,q0,tau0,tau1\n0,1,2,3\n", "logged twice"),
     ("q0,q1,tau0,tau1\n", "header but no samples"),
     ("q0,q1,tau0,tau1\n0,1,2,abc\n", "not a numeric CSV table"),

@@ -9,7 +9,7 @@ joints, checks its clock, and estimates the missing derivatives on the stamps
 Formats:
 
 * **CSV** with one header line (comma separated; ``#`` lines are comments; a UTF-8 byte-order
-  mark is allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
+  mark and quoted names are allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
   (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the model's joint order). Columns are
   ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>`` by joint name, or ``q0 ..
   q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s).
@@ -142,7 +142,8 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     start = next((k for k, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
     if start is None:
         raise LogError(f"{path}: empty log (no header line)")
-    header = [h.strip() for h in lines[start].split(",")]
+    # names as spreadsheets write them too: quoted ("q_joint1")
+    header = [h.strip().removeprefix('"').removesuffix('"').strip() for h in lines[start].split(",")]
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise LogError(f"{path}: duplicate columns {', '.join(dup)}")
