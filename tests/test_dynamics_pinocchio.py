@@ -442,8 +442,8 @@ def test_a_deep_tree_is_walked_by_levels_and_matches_pinocchio():
                  "body_regressor")
 
 
-@pytest.mark.parametrize("name", ["panda", pytest.param("random_3", marks=pytest.mark.slow),
-                                  pytest.param("deep", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["panda", "random_3", "deep"])
 def test_armature_matches_pinocchio(name):
     with jax.disable_jit():  # op by op: nothing to compile
         _armature_matches_pinocchio(name)

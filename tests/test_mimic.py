@@ -34,6 +34,31 @@ def close(actual, expected, rtol=1e-10):
     np.testing.assert_allclose(np.asarray(actual, np.float64), expected, rtol=0, atol=rtol * scale)
 
 
+def test_a_coupled_two_link_arm_with_armature_matches_pinocchio():
+    """The design document's arm in a vertical plane, its elbow mimicking its shoulder (``q2 =
+    2 q1 + 0.1``), with armature: one coordinate, against Pinocchio's own coupling."""
+    from oracle import pin_compatible
+
+    from dense_armor.robots import minimal_urdf
+
+    text = minimal_urdf().replace('<axis xyz="0 0 1"/>', '<axis xyz="0 1 0"/>').replace(
+        '<limit lower="-3.14" upper="3.14" velocity="10.0"/>\n  </joint>\n</robot>',
+        '<limit lower="-3.14" upper="3.14" velocity="10.0"/>\n    <mimic joint="joint1" multiplier="2" offset="0.1"/>\n'
+        '  </joint>\n</robot>')
+    model = parse_urdf(text, mimic=True).replace(armature=np.array([0.3]))
+    assert model.n == 1 and model.n_bodies == 2
+    oracle = pin.buildModelFromXML(pin_compatible(text), mimic=True)
+    oracle.armature = np.array([0.3])
+    data = oracle.createData()
+    for q, qd, qdd in np.random.default_rng(4).uniform(-1, 1, (2, 3, 1)):
+        tau = pin.rnea(oracle, data, q, qd, qdd)
+        close(da.rnea(model, q, qd, qdd), tau)
+        close(da.crba(model, q), pin.crba(oracle, data, q))
+        close(da.generalized_gravity(model, q), pin.computeGeneralizedGravity(oracle, data, q))
+        close(da.aba(model, q, qd, tau), qdd)
+
+
+@pytest.mark.slow
 def test_panda_fingers_coupled_match_pinocchio():
     path = example_robot_urdf(PANDA)
     model = parse_urdf(path, mimic=True)
@@ -272,6 +297,7 @@ def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
     assert code == 0 and "finger2 mimics finger1: q = -1 q_finger1 + 0" in out and "2 movable joints" not in out
 
 
+@pytest.mark.slow
 def test_armature_of_a_coupled_robot_matches_pinocchio():
     path = example_robot_urdf(PANDA)
     armature = np.linspace(0.1, 0.8, 8)
