@@ -139,23 +139,12 @@ def test_the_plain_rls_takes_turns_between_threads_and_checks_its_keys():
         RecursiveLeastSquares(lam="0.5")
 
 
-@pytest.mark.parametrize("make", [lambda: RecursiveLeastSquares(), lambda: PayloadResidualDynamicsLearner(NOMINAL),
-                                  lambda: RobotResidualDynamicsLearner(NOMINAL, rate=100.0)])
-def test_a_sample_too_large_to_learn_is_skipped_and_breaks_nothing(make):
-    learner = make()
-    if isinstance(learner, RecursiveLeastSquares):
-        learner.learn_one({"a": 1.0, "b": 1.0}, 1.7e308)
-        learner.learn_one({"a": 1.0, "b": 1.0}, -1.7e308)  # finite, and its error is not
-        learner.learn_one({"a": 1.0, "b": 2.0}, 3.0)
-        assert learner.rejected >= 1 and np.all(np.isfinite(learner._w))
-        return
-    for s in _samples(5):
-        learner.learn_one(*s)
-    learner.learn_one(np.ones(2), np.ones(2), np.ones(2), np.array([1e308, -1e308]))
-    for s in _samples(5, seed=1):
-        learner.learn_one(*s)
-    assert np.all(np.isfinite(learner.predict_torque(np.ones(2), np.ones(2), np.ones(2))))
-    assert int(np.max(learner.state.rejected)) == 1
+def test_a_sample_too_large_to_learn_is_skipped_by_the_plain_rls():
+    learner = RecursiveLeastSquares()
+    learner.learn_one({"a": 1.0, "b": 1.0}, 1.7e308)
+    learner.learn_one({"a": 1.0, "b": 1.0}, -1.7e308)  # finite, and its update is not
+    learner.learn_one({"a": 1.0, "b": 2.0}, 3.0)
+    assert learner.rejected >= 1 and np.all(np.isfinite(learner._w))
 
 
 @pytest.mark.slow

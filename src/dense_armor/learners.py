@@ -328,23 +328,18 @@ class ResidualLearner(Learner):
 
 
 def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
-    """Finish a prequential step: keep ``learned`` for a valid (finite) sample, else ``state``
-    with one more rejection (the detector's own state already ignored it), and the step's
-    outputs (NaN for an invalid sample; ``extra`` as given). A valid sample whose update would
-    not be finite (too large to learn) is not learned either, so one sample never breaks a
-    learner; its outputs stand, as predicted."""
-    learn = valid & rls.finite(learned.rls)
-    for leaf in jax.tree.leaves(getattr(learned, "noise", None)):  # the robot learner's noise picture
-        learn = learn & jnp.all(jnp.isfinite(leaf))
-    new = jax.tree.map(lambda a, b: jnp.where(learn, a, b), learned, state)
-    new = new._replace(rejected=state.rejected + (~learn), detector=learned.detector)
+    """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
+    more rejection (the detector's own state already ignored it), and the step's outputs (NaN
+    for a rejected sample; ``extra`` as given)."""
+    new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
+    new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
     nan = jnp.full_like(nominal, jnp.nan)
     output = StepOutput(
         prediction=jnp.where(valid, nominal + residual, nan),
         error=jnp.where(valid, error, nan),
         nominal=jnp.where(valid, nominal, nan),
         alarm=alarm & valid,
-        accepted=learn,
+        accepted=valid,
         extra=extra,
     )
     return new, output
@@ -603,7 +598,7 @@ def load_state(path: str | Path, like, learner=None):
         if not np.array_equal(P, np.swapaxes(P, -1, -2)):
             raise ValueError(f"{path}: a covariance is not symmetric: a damaged or edited state")
         eig = np.linalg.eigvalsh(P.astype(np.float64))
-        tol = 100 * np.finfo(P.dtype).eps * np.abs(eig).max(axis=-1, keepdims=True)  # rounding of a PSD matrix
+        tol = 1e4 * np.finfo(P.dtype).eps * np.abs(eig).max(axis=-1, keepdims=True)  # float32's rounding of a 1e6 prior
         if np.any(eig < -tol):
             raise ValueError(f"{path}: a covariance is not positive semi-definite: a damaged or edited state")
     return state

@@ -160,11 +160,11 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
         result.samples += count
         result.duration = float(t[-1]) - result.start
         result.rejected += int(count - out.accepted.sum())
-        good = np.all(np.isfinite(out.nominal), axis=1)  # a finite sample: scored, learned or not
         prediction = out.prediction
-        bad = ~np.all(np.isfinite(prediction), axis=1) & good
+        bad = ~np.all(np.isfinite(prediction), axis=1) & out.accepted
         result.nonfinite += int(bad.sum())
         prediction = np.where(bad[:, None], out.nominal, prediction)
+        good = out.accepted
         bins = np.floor((t[good] - result.start) / window).astype(int)
         result.scores.add(bins, (tau - out.nominal)[good] ** 2, (tau - prediction)[good] ** 2)
         for k in np.nonzero(out.alarm)[0]:

@@ -249,7 +249,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     print(f"one-second windows with the learner over {100 * HARM:g} % worse than the URDF: {len(harmful)} of {windows}"
           + (f" (at {', '.join(f'{k} s' for k in harmful[:5])}{'...' if len(harmful) > 5 else ''})" if harmful else ""))
     if result.rejected:
-        print(f"skipped {result.rejected} samples (NaN or inf, or an update that would not be finite)")
+        print(f"skipped {result.rejected} samples with NaN or inf")
     if result.nonfinite:
         print(f"warning: {result.nonfinite} predictions were not finite (the learner diverged); they are scored as the "
               f"URDF's torque", file=sys.stderr)
