@@ -323,8 +323,9 @@ def test_locking_a_coupled_finger_locks_both_in_replay_and_identify(tmp_path, ca
     from dense_armor.cli import main
 
     urdf, model, names, columns = _gripper_log(tmp_path)
-    arm = tmp_path / "arm.csv"
-    np.savetxt(arm, np.column_stack(columns[:7]), delimiter=",", header=",".join(names[:7]), comments="")
+    arm = tmp_path / "arm.csv"  # the arm, and the mimic finger as a JointState would still log it
+    np.savetxt(arm, np.column_stack(columns[:7] + columns[10:]), delimiter=",", header=",".join(names[:7] + names[10:]),
+               comments="")
     code = main(["replay", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03"])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -274,6 +274,16 @@ def with_inertia(model: Model, inertia) -> Model:
     return model.replace(inertia=inertia)
 
 
+def locked_positions(model: Model, positions) -> dict[str, float]:
+    """Every joint that locking the coordinates ``{name: position}`` fixes, with its position:
+    those named, and each coupled mimic joint of one of them at ``k x + o``."""
+    out = {name: float(x) for name, x in positions.items()}
+    for (joint, _, c), k, o in zip(model.mimics, np.asarray(model.mimic_multiplier), np.asarray(model.mimic_offset)):
+        if model.joint_names[c] in positions:
+            out[joint] = float(k) * out[model.joint_names[c]] + float(o)
+    return out
+
+
 def lock_joints(model: Model, positions) -> Model:
     """The model with the named joints locked: fixed at the given positions (Pinocchio's
     ``buildReducedModel``).
@@ -307,16 +317,13 @@ def lock_joints(model: Model, positions) -> Model:
     arrays = {key: np.array(getattr(model, key), np.float64) for key in ARRAYS}
     parents = list(model.parents)
     frame_bodies = list(model.frame_bodies)
-    # every locked body's joint position: its coordinate's, or a mimic's function of it
-    at = np.array([float(positions.get(model.joint_names[c], np.nan)) for c in model.coordinates])
-    for k, (_, body, _) in enumerate(model.mimics):
-        at[body] = arrays["mimic_multiplier"][k] * at[body] + arrays["mimic_offset"][k]
-    locked = ~np.isnan(at)
+    at = locked_positions(model, positions)
+    locked = np.array([name in at for name in model.body_joint_names])
     keep = [i for i in range(model.n_bodies) if not locked[i]]
     for i in np.flatnonzero(locked):
         # where body i sits in its parent, at the locked position
         R0, p0, a = arrays["joint_rotation"][i], arrays["joint_translation"][i], arrays["axis"][i]
-        x = float(at[i])
+        x = at[model.body_joint_names[i]]
         if model.joint_kinds[i] == "prismatic":
             R, p = R0, p0 + x * R0 @ a
         else:

@@ -369,27 +369,20 @@ def _numbers(values) -> str:
 
 def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None) -> str:
     """The URDF ``source`` (path or XML) with new inertial parameters: the text of a URDF that
-    describes ``model`` (parsed from ``source``, with ``locked`` joints, as
-    :func:`dense_armor.model.lock_joints`) with each body's parameters ``inertia`` (n, 10).
+    describes ``model`` (parsed from ``source``, with the ``locked`` joints ``{name: position}``
+    fixed, as :func:`dense_armor.model.lock_joints` fixes them: coupled mimic joints included,
+    see :func:`dense_armor.model.locked_positions`) with each body's parameters ``inertia``
+    (B, 10).
 
     Each body's parameters go to the link its joint moves (as mass, centre of mass and inertia
     about it, in the link's frame); the links merged into that body lose their ``<inertial>``;
-    locked joints become fixed joints at their position (a coupled mimic joint with the joint it
-    follows). Everything else is kept as written.
+    locked joints become fixed joints at their position. Everything else is kept as written.
     """
     text, where = _read(source)
     root = ET.fromstring(text)
     inertia = np.asarray(inertia, np.float64)
     if inertia.shape != (model.n_bodies, 10):
         raise ValueError(f"inertia: expected shape ({model.n_bodies}, 10), got {inertia.shape}")
-    if locked:  # a coupled mimic joint (not in the model, not locked by name) was locked with its joint
-        locked, present = dict(locked), set(model.body_joint_names)
-        tags = {joint.get("name"): joint.find("mimic") for joint in root.findall("joint")
-                if joint.find("mimic") is not None and joint.get("type") != "fixed" and joint.get("name") not in present}
-        while followers := [name for name, tag in tags.items() if name not in locked and tag.get("joint") in locked]:
-            for name in followers:
-                tag = tags[name]
-                locked[name] = float(tag.get("multiplier", 1.0)) * locked[tag.get("joint")] + float(tag.get("offset", 0.0))
     for joint in root.findall("joint"):
         name = joint.get("name")
         if not locked or name not in locked:

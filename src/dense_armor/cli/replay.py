@@ -17,7 +17,7 @@ from dense_armor import learners, robot_learner
 from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
 from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, setting
 from dense_armor.logs import LogError, open_log
-from dense_armor.model import lock_joints
+from dense_armor.model import lock_joints, locked_positions
 from dense_armor.replay import replay_log
 from dense_armor.urdf import parse_urdf, with_inertials
 
@@ -93,20 +93,21 @@ def _torque_scale(text: str | None, model):
 
 
 def load_robot(args):
-    """The model the log is replayed on: the URDF with the locked joints fixed."""
+    """The model the log is replayed on (the URDF with the locked joints fixed), the locks
+    given, and every joint they fix (coupled mimic joints too) with its position."""
     model = parse_urdf(args.urdf, strict=args.strict, mimic=args.mimic)
     locks = dict(args.lock)
     if len(locks) != len(args.lock):
         raise UserError("--lock: a joint is locked twice")
     try:
-        return (lock_joints(model, locks) if locks else model), locks
+        return (lock_joints(model, locks) if locks else model), locks, locked_positions(model, locks)
     except ValueError as err:
         raise UserError(f"--lock: {err}") from None
 
 
-def open_stream(args, model, locks):
+def open_stream(args, model, fixed):
     """The log as a stream, and its first chunk read (so that its rate is known)."""
-    ignored = set(locks) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
+    ignored = set(fixed) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
                       max_gap=args.max_gap, chunk=max(int(args.chunk), 1000))
@@ -167,8 +168,8 @@ def _run(args, kind: str, make_sink=None):
     output, or ``None``): ``(model, locks, stream, learner, result, elapsed)``."""
     if getattr(args, "state_in", None) and not Path(args.state_in).is_file():
         raise UserError(f"--state-in {args.state_in}: no such file")
-    model, locks = load_robot(args)
-    stream, chunks = open_stream(args, model, locks)
+    model, locks, fixed = load_robot(args)
+    stream, chunks = open_stream(args, model, fixed)
     info = stream.info
     if info.period is None and kind == "robot":
         raise UserError(f"{args.log}: the robot learner needs the sampling rate: the log has no 't' column; give --dt")
@@ -195,6 +196,7 @@ def _run(args, kind: str, make_sink=None):
     finally:
         if bar is not None:
             bar.close()
+    args.fixed = fixed  # for identify's URDF
     return model, locks, stream, learner, result, time.perf_counter() - started
 
 
@@ -404,7 +406,7 @@ def cmd_identify(args) -> int:
         model, locks, stream, learner, result, elapsed = _run(args, "robot")
         with jax.enable_x64(True):
             est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
-        outputs["urdf"].handle.write(with_inertials(args.urdf, model, est.parameters, locks).encode())
+        outputs["urdf"].handle.write(with_inertials(args.urdf, model, est.parameters, args.fixed).encode())
         side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
                 "joints": {name: {term: float(getattr(est, term)[j]) for term in robot_learner.JOINT_TERMS} | {
