@@ -8,12 +8,13 @@ four terms per joint,
 ``Y`` the joint-torque regressor (n, 10 B) (:func:`dense_armor.dynamics.joint_torque_regressor`),
 ``a`` the rotor inertia reflected to each joint (armature), ``f_v`` viscous and ``f_c`` Coulomb
 friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset, per coordinate (``B = n``
-bodies but for coupled mimic joints). The ``p = 10 B + 4 n`` parameters are shared by all joints; one Bayesian recursive least squares learns them from the ``n`` joint
-equations of each sample.
+bodies but for coupled mimic joints). The ``p = 10 B + 4 n`` parameters are shared by all
+joints; one Bayesian recursive least squares learns them from the ``n`` joint equations of each
+sample.
 
 The URDF is the prior. Its mean is the URDF's inertial parameters and the model's armature
-(zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction of each inertial parameter (30 %)
-with floors, and torque-scaled deviations for the joint terms. The learner keeps the deviation
+(zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction
+of each inertial parameter (30 %) with floors, and torque-scaled deviations for the joint terms. The learner keeps the deviation
 ``w = theta - theta_URDF`` and its covariance ``P`` (the posterior, in parameter units), so the
 first prediction is the URDF's and directions the data do not excite stay exactly at the prior:
 with a proper prior the posterior exists whatever the excitation, and no symbolic reduction to
