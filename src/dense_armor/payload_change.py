@@ -46,6 +46,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dense_armor import rls
+
 __all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
 
 SNAPSHOTS = 4  # snapshots of the learner's parameters, a window apart
@@ -139,7 +141,7 @@ class PayloadDetector(eqx.Module):
             any sample).
         """
         dtype = state.b.dtype
-        cov = jnp.linalg.inv(state.A + jnp.diag(1.0 / jnp.asarray(self.prior, dtype) ** 2))
+        cov = rls.spd_solve(state.A + jnp.diag(1.0 / jnp.asarray(self.prior, dtype) ** 2), jnp.eye(10, dtype=dtype))
         # an exponential window's weights count twice in its variance: 1 / (1 + lam)
         weights = jnp.concatenate([1.0 / (1.0 + self._lam(dtype, rate)), jnp.ones(1, dtype)])
         variance = jnp.diagonal(cov, axis1=-2, axis2=-1) * weights[:, None]

@@ -141,6 +141,14 @@ def _sym(P: jax.Array) -> jax.Array:
     return 0.5 * (P + jnp.swapaxes(P, -1, -2))
 
 
+def spd_solve(S: jax.Array, B: jax.Array) -> jax.Array:
+    """``S^-1 B`` for symmetric positive definite ``S`` (..., m, m) and ``B`` (..., m, k), by
+    Cholesky: no pivoting (an LU solve applies its row swaps in a loop of small kernels)."""
+    batch = jnp.broadcast_shapes(S.shape[:-2], B.shape[:-2])
+    S, B = jnp.broadcast_to(S, (*batch, *S.shape[-2:])), jnp.broadcast_to(B, (*batch, *B.shape[-2:]))
+    return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(S), True), B)
+
+
 def _bound_trace(P: jax.Array, max_trace: ArrayLike | None) -> jax.Array:
     if max_trace is None:
         return P
@@ -310,11 +318,15 @@ class Innovation(NamedTuple):
         error: ``(..., m)`` prior errors ``y - X w``.
         gram: ``(..., m, m)`` ``G = X P X'``, the rows' prior variance in noise units.
         covariance: ``(..., m, m)`` ``S = lam I + G``, the prior errors' covariance.
+        standardized: ``(..., m)`` ``S^-1 e``.
+        gain: ``(..., m, p)`` ``K' = S^-1 X P`` (so ``S^-1 G = K' X'``).
     """
 
     error: jax.Array
     gram: jax.Array
     covariance: jax.Array
+    standardized: jax.Array
+    gain: jax.Array
 
 
 def block_update(
@@ -367,8 +379,8 @@ def block_update(
         lam = jnp.ones_like(lam)
     lam2 = lam[..., None, None]
     S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
-    batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])
-    Kt = jnp.linalg.solve(jnp.broadcast_to(S, (*batch, m, m)), jnp.broadcast_to(XP, (*batch, m, p)))  # K' = S^-1 X P
+    solved = spd_solve(S, jnp.concatenate([XP, jnp.broadcast_to(err[..., None], (*XP.shape[:-1], 1))], axis=-1))
+    Kt, standardized = solved[..., :p], solved[..., p]  # K' = S^-1 X P, and S^-1 e
     w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
     if joseph:
         if directional and given:
@@ -380,7 +392,7 @@ def block_update(
     else:
         P_new = (P - PXt @ Kt) / lam2
     P_new = _bound_trace(_sym(P_new), max_trace)
-    return RLSState(w=w_new, P=P_new), Innovation(err, G, S)
+    return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, Kt)
 
 
 def update_rows(

@@ -373,9 +373,9 @@ class RobotLearner(Learner):
             # uncertainty counted at the errors' correlation time): a configuration the
             # learner has not yet learned does not look like a payload
             L = jnp.linalg.cholesky(jnp.eye(X.shape[0], dtype=dtype) + correlation * rls._sym(XP @ Xw.T))
-            eb = jax.scipy.linalg.solve_triangular(L, ew, lower=True)
             columns = self._columns
-            Yb = jax.scipy.linalg.solve_triangular(L, Xw[:, columns], lower=True)
+            whitened = jax.scipy.linalg.solve_triangular(L, jnp.concatenate([ew[:, None], Xw[:, columns]], axis=1), lower=True)
+            eb, Yb = whitened[:, 0], whitened[:, 1:]
             detector, alarm, baseline, fitted, fitted_std = self.detector.step(
                 state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid,
                 Xw[:, columns], (target - X @ state.detector.baseline) / scale)
@@ -400,8 +400,7 @@ class RobotLearner(Learner):
 
         # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
         # update after directional forgetting is one with lam = 1)
-        e, G, S = innovation
-        raw = jnp.linalg.solve(S, e) ** 2 + jnp.diag(jnp.linalg.solve(S, G))
+        raw = innovation.standardized**2 + jnp.sum(innovation.gain * rows, axis=1)
         ratio = jnp.minimum(raw, NOISE_CLIP)
         weight = jnp.minimum(noise.weight + 1.0, jnp.asarray(self.noise_time, dtype) * rate)
         variance = noise.variance * (1.0 + (ratio - 1.0) / weight)
