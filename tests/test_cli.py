@@ -103,6 +103,24 @@ def test_the_command_keeps_compiled_programs_in_the_user_cache(tmp_path):
     assert jax.config.jax_compilation_cache_dir is None or "dense_armor" not in jax.config.jax_compilation_cache_dir
 
 
+
+@pytest.mark.parametrize("given, expected", [
+    (None, "--xla_cpu_enable_concurrency_optimized_scheduler=false"),
+    ("--xla_cpu_use_thunk_runtime=true", "--xla_cpu_use_thunk_runtime=true --xla_cpu_enable_concurrency_optimized_scheduler=false"),
+    ("--xla_cpu_enable_concurrency_optimized_scheduler=true", "--xla_cpu_enable_concurrency_optimized_scheduler=true"),
+])
+def test_the_command_asks_for_the_depth_first_cpu_scheduler_unless_told_otherwise(monkeypatch, given, expected):
+    import dense_armor.cli as cli
+
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "")
+    if given is None:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+    else:
+        monkeypatch.setenv("XLA_FLAGS", given)
+    monkeypatch.setattr(cli, "main", lambda: 0)
+    assert cli.console() == 0
+    assert os.environ["XLA_FLAGS"] == expected
+
 @pytest.mark.parametrize("command", [[], ["demo"], ["control"], ["replay"], ["info"]])
 def test_help_on_every_command(capsys, command):
     code, out, _ = _run(capsys, *command, "--help")

@@ -4,7 +4,8 @@
 with ``t``, ``q``, ``qd``, ``qdd``, ``tau``) through a learner in blocks of ``block`` samples,
 each block one ``lax.scan`` that carries the learner's state to the next (the last block is
 padded with masked samples, so the scan compiles once). The result equals one scan over the
-whole log. What it keeps is bounded, whatever the log's length: per-second sums of squared
+whole log. A block is started before the previous one's outputs are read and scored, so that
+reading the log and writing the outputs go on while JAX computes. What it keeps is bounded, whatever the log's length: per-second sums of squared
 errors (:class:`Scores`), the alarms, the learner's ``extra`` output at each alarm and at the
 end, and nothing per sample unless ``sink`` asks for it.
 
@@ -141,18 +142,19 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
             stamps, whose ``t`` is the sample index, a number of samples).
     """
     result = Replay(state, Scores())
-    buffer: list[dict] = []
-    buffered = 0
     previous = [None]  # the extra output of the last sample replayed
 
-    def run(rows: dict):
+    def dispatch(rows: dict):
+        """Start a block's scan; JAX returns at once and computes while the next block is read."""
         count = len(rows["t"])
-        if not count:
-            return
         trajectory = Sample(rows["q"], rows["qd"], rows["qdd"], rows["tau"])
         pad = block - count
         piece = Sample(*(np.concatenate([a, np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in trajectory))
         result.state, out = _masked_replay(learner, result.state, piece, np.arange(block) < count)
+        return rows, out
+
+    def collect(rows: dict, out):
+        count = len(rows["t"])
         out = jax.tree.map(lambda x: np.asarray(x)[:count], out)
         t, tau = rows["t"], rows["tau"]
         if result.samples == 0:
@@ -179,14 +181,29 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
         if progress is not None:
             progress(count)
 
+    running = None  # the block being computed
+    for rows in _blocks(chunks, block):
+        started = dispatch(rows)
+        if running is not None:
+            collect(*running)
+        running = started
+    if running is not None:
+        collect(*running)
+    return result
+
+
+def _blocks(chunks, block: int):
+    """The chunks' rows regrouped in blocks of ``block`` (the last one shorter)."""
+    buffer: list[dict] = []
+    buffered = 0
+    keys = ("t", "q", "qd", "qdd", "tau")
     for chunk in chunks:
         buffer.append(chunk)
         buffered += len(chunk["t"])
         while buffered >= block:
-            rows = {k: np.concatenate([c[k] for c in buffer]) for k in ("t", "q", "qd", "qdd", "tau")}
-            run({k: v[:block] for k, v in rows.items()})
+            rows = {k: np.concatenate([c[k] for c in buffer]) for k in keys}
+            yield {k: v[:block] for k, v in rows.items()}
             rest = {k: v[block:] for k, v in rows.items()}
             buffer, buffered = ([rest] if len(rest["t"]) else []), len(rest["t"])
     if buffered:
-        run({k: np.concatenate([c[k] for c in buffer]) for k in ("t", "q", "qd", "qdd", "tau")})
-    return result
+        yield {k: np.concatenate([c[k] for c in buffer]) for k in keys}

@@ -15,7 +15,9 @@ Everything runs in float64 inside ``jax.enable_x64(True)`` (thread-local; :func:
 the global JAX configuration untouched). The installed command (:func:`console`) also keeps
 JAX's compiled programs in the user's cache folder, ``$XDG_CACHE_HOME/dense_armor/jax``
 (``~/.cache/...``), so that a second run does not compile again; ``JAX_COMPILATION_CACHE_DIR``
-chooses another folder, and set empty switches the cache off. A user error prints one line
+chooses another folder, and set empty switches the cache off. It also asks XLA:CPU for its
+depth-first scheduler (:data:`CPU_SCHEDULER`; about 1.5x faster replays), unless ``XLA_FLAGS``
+already chooses one. A user error prints one line
 ``dense-armor: error: ...`` on stderr and exits with status 2.
 """
 
@@ -161,12 +163,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+#: XLA:CPU's memory-frugal (depth-first) scheduler: a learner's step is a hundred small kernels,
+#: which the default, concurrency-optimised order spreads over threads that wait on each other.
+CPU_SCHEDULER = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
 def console() -> int:
     """The installed ``dense-armor`` command: :func:`main`, with JAX's persistent compilation
-    cache in the user's cache folder unless ``JAX_COMPILATION_CACHE_DIR`` is set."""
+    cache in the user's cache folder unless ``JAX_COMPILATION_CACHE_DIR`` is set, and
+    :data:`CPU_SCHEDULER` added to ``XLA_FLAGS`` unless they choose the scheduler."""
     if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
         home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         jax.config.update("jax_compilation_cache_dir", str(Path(home) / "dense_armor" / "jax"))
+    flags = os.environ.get("XLA_FLAGS", "")
+    if CPU_SCHEDULER.split("=")[0] not in flags:  # read when JAX first computes, after this
+        os.environ["XLA_FLAGS"] = f"{flags} {CPU_SCHEDULER}".strip()
     return main()
 
 
