@@ -5,9 +5,10 @@ with ``t``, ``q``, ``qd``, ``qdd``, ``tau``) through a learner in blocks of ``bl
 each block one ``lax.scan`` that carries the learner's state to the next (the last block is
 padded with masked samples, so the scan compiles once). The result equals one scan over the
 whole log. A block is started before the previous one's outputs are read and scored, so that
-reading the log and writing the outputs go on while JAX computes. What it keeps is bounded, whatever the log's length: per-second sums of squared
-errors (:class:`Scores`), the alarms, the learner's ``extra`` output at each alarm and at the
-end, and nothing per sample unless ``sink`` asks for it.
+reading the log and writing the outputs go on while JAX computes. What it keeps is bounded,
+whatever the log's length: per-second sums of squared errors (:class:`Scores`), the alarms, the
+learner's ``extra`` output at each alarm and at the end, and nothing per sample unless ``sink``
+asks for it.
 
 The score of a prediction that is not finite (a diverged learner) is the URDF's: what a
 controller that gates the residual would have used; such predictions are counted.

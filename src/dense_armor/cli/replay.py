@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -163,9 +164,21 @@ class _Rows:
 # ----------------------------------------------------------------------------- replay
 
 
+#: JAX's events for tracing, lowering and compiling a program (``jax.monitoring``).
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+
+
+class Timing(NamedTuple):
+    """A replay's wall time and, of it, the time JAX spent compiling, s."""
+
+    total: float
+    compiling: float
+
+
 def _run(args, kind: str, make_sink=None):
     """Replay the log through the learner ``kind`` (``make_sink(model)``: the per-sample
-    output, or ``None``): ``(model, locks, stream, learner, result, elapsed)``."""
+    output, or ``None``): ``(model, locks, stream, learner, result, timing)`` (a :class:`Timing`)."""
     if getattr(args, "state_in", None) and not Path(args.state_in).is_file():
         raise UserError(f"--state-in {args.state_in}: no such file")
     model, locks, fixed = load_robot(args)
@@ -189,15 +202,23 @@ def _run(args, kind: str, make_sink=None):
         state = learner.init(jnp.float64)
     bar = _progress(args, info.expected)
     sink = None if make_sink is None else make_sink(model)
+    compiling = []
+
+    def listen(event, seconds, **_):
+        if event.startswith(COMPILE_EVENTS):
+            compiling.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
     started = time.perf_counter()
     try:
         result = replay_log(learner, state, chunks, block=int(args.chunk), progress=bar.update if bar else None, sink=sink,
                             window=1.0 if info.period else 1000.0)
     finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
         if bar is not None:
             bar.close()
     args.fixed = fixed  # for identify's URDF
-    return model, locks, stream, learner, result, time.perf_counter() - started
+    return model, locks, stream, learner, result, Timing(time.perf_counter() - started, sum(compiling))
 
 
 def _changes(result) -> list[dict]:
@@ -268,6 +289,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0))),
         "rmse_per_joint": {name: dict(zip(("nominal", "learner"), scores.rmse(joint=j))) for j, name in enumerate(names)},
         "harmful_windows_s": harmful, "windows": windows, "alarms_s": result.alarms,
+        "replay_s": elapsed.total, "compile_s": elapsed.compiling,
     }
     detector = getattr(learner, "detector", None) is not None
     if detector:
@@ -299,7 +321,8 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
             w = np.asarray(result.state.rls.w)
             print(table(["weights", *learners.FEATURE_NAMES], [[name, *(f"{v:.4g}" for v in w[j])] for j, name in enumerate(names)]))
             data["weights"] = {name: dict(zip(learners.FEATURE_NAMES, map(float, w[j]))) for j, name in enumerate(names)}
-    print(f"({elapsed:.1f} s, {result.samples / max(elapsed, 1e-9):,.0f} samples/s)")
+    print(f"({elapsed.total:.1f} s, {result.samples / max(elapsed.total, 1e-9):,.0f} samples/s; compiling "
+          f"{elapsed.compiling:.1f} s of it)")
     return data
 
 
@@ -415,7 +438,7 @@ def cmd_identify(args) -> int:
                 "source": {"log": str(args.log), "samples": result.samples,
                            "rmse_nominal": result.scores.rmse()[0], "rmse_learner": result.scores.rmse()[1]}}
         sidecar.handle.write(json.dumps(side, indent=2).encode())
-        print(f"{PROG} identify: {stream.info.source}: {result.samples} samples ({elapsed:.1f} s)")
+        print(f"{PROG} identify: {stream.info.source}: {result.samples} samples ({elapsed.total:.1f} s)")
         print(robot_learner.summary(learner, est))
         outputs["urdf"].commit()
         sidecar.commit()
