@@ -319,14 +319,14 @@ class Innovation(NamedTuple):
         gram: ``(..., m, m)`` ``G = X P X'``, the rows' prior variance in noise units.
         covariance: ``(..., m, m)`` ``S = lam I + G``, the prior errors' covariance.
         standardized: ``(..., m)`` ``S^-1 e``.
-        gain: ``(..., m, p)`` ``K' = S^-1 X P`` (so ``S^-1 G = K' X'``).
+        explained: ``(..., m)`` the diagonal of ``S^-1 G``.
     """
 
     error: jax.Array
     gram: jax.Array
     covariance: jax.Array
     standardized: jax.Array
-    gain: jax.Array
+    explained: jax.Array
 
 
 def block_update(
@@ -369,8 +369,11 @@ def block_update(
         tol = jnp.sqrt(jnp.finfo(dt).eps) * jnp.max(jnp.abs(g), axis=-1, keepdims=True)
         keep = g > tol
         forget = jnp.where(keep, (1 - lam[..., None]) / (lam[..., None] * jnp.where(keep, g, 1)), 0)
-        forgotten = V @ (forget[..., None] * (jnp.swapaxes(V, -1, -2) @ XP))  # c G^+ X P
-        if given:  # X P_f = X P / lam: forgetting and update in one correction of P
+        C = jnp.swapaxes(V, -1, -2) @ XP  # V' X P
+        if given and not joseph:
+            return _eigen_update(w, P, V, jnp.maximum(g, 0), C, forget, err, lam, max_trace)
+        forgotten = V @ (forget[..., None] * C)  # c G^+ X P
+        if given:  # X P_f = X P / lam
             XP, G = XP / lam0, G / lam0
         else:  # X P_f from the forgotten P as stored (more accurate for a vague float32 prior)
             P = _sym(P + PXt @ forgotten)
@@ -387,12 +390,30 @@ def block_update(
             P = P + PXt @ forgotten
         A = jnp.eye(p, dtype=dt) - jnp.swapaxes(Kt, -1, -2) @ X
         P_new = A @ (P / lam2) @ jnp.swapaxes(A, -1, -2) + jnp.swapaxes(Kt, -1, -2) @ Kt
-    elif directional and given:
-        P_new = P + PXt @ (forgotten - Kt / lam0)
     else:
         P_new = (P - PXt @ Kt) / lam2
     P_new = _bound_trace(_sym(P_new), max_trace)
-    return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, Kt)
+    return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, jnp.sum(Kt * X, axis=-1))
+
+
+def _eigen_update(w, P, V, g, C, forget, err, lam, max_trace):
+    """Directional forgetting and the update in one correction of ``P``, from ``G = V g V'`` and
+    ``C = V' X P``: ``S = I + G / lam``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and
+    ``P <- P + C' diag(d) C`` with ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting,
+    0 where ``g`` is not excited). Written ``D' (sign(d) D)``, ``D = sqrt|d| C``, the
+    correction is symmetric as computed: no symmetrising pass over ``P``."""
+    lam = lam[..., None]
+    inv = 1 / (lam + g)
+    Ve = jnp.einsum("...km,...k->...m", V, err)  # V' e
+    w_new = w + jnp.einsum("...mi,...m->...i", C, inv * Ve)
+    d = forget - inv / lam
+    D = jnp.sqrt(jnp.abs(d))[..., None] * C
+    P_new = _bound_trace(P + jnp.swapaxes(D, -1, -2) @ (jnp.sign(d)[..., None] * D), max_trace)
+    m = g.shape[-1]
+    G = jnp.einsum("...ik,...k,...jk->...ij", V, g / lam, V)
+    innovation = Innovation(err, G, jnp.eye(m, dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
+                            jnp.einsum("...ik,...k->...i", V**2, g * inv))
+    return RLSState(w=w_new, P=P_new), innovation
 
 
 def update_rows(

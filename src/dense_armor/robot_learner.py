@@ -400,7 +400,7 @@ class RobotLearner(Learner):
 
         # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
         # update after directional forgetting is one with lam = 1)
-        raw = innovation.standardized**2 + jnp.sum(innovation.gain * rows, axis=1)
+        raw = innovation.standardized**2 + innovation.explained
         ratio = jnp.minimum(raw, NOISE_CLIP)
         weight = jnp.minimum(noise.weight + 1.0, jnp.asarray(self.noise_time, dtype) * rate)
         variance = noise.variance * (1.0 + (ratio - 1.0) / weight)
