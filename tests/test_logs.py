@@ -286,3 +286,44 @@ def test_blocked_replay_equals_one_scan():
     chex.assert_trees_all_close(state, whole_state, rtol=1e-12, atol=1e-12)
     chex.assert_trees_all_close(out, whole, rtol=1e-12, atol=1e-12)
     assert int(state.count) == 31 and int(state.rejected) == 0  # the padding was never learned
+
+
+def test_joint_states_decoded_by_their_byte_layout_equal_the_general_decoder():
+    """The fast path of bag reading: a layout read from one CDR message decodes every message
+    that differs only in stamp and values exactly as rosbags does, and refuses any other."""
+    from rosbags.typesys import Stores, get_typestore
+
+    from dense_armor.logs import _JointStateLayout
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    rng = np.random.default_rng(0)
+
+    def message(names, sec, frame="", velocity=True):
+        n = len(names)
+        msg = JointState(header=Header(stamp=Time(sec=sec, nanosec=123_456_789), frame_id=frame), name=list(names),
+                         position=rng.standard_normal(n), velocity=rng.standard_normal(n if velocity else 0),
+                         effort=rng.standard_normal(n))
+        raw = bytes(store.serialize_cdr(msg, JointState.__msgtype__))
+        fields = (tuple(names), sec + 0.123456789, msg.position, msg.velocity, msg.effort)
+        return raw, fields
+
+    for names, frame, velocity in [(("a", "bb", "ccc"), "", True), (("shoulder_pan_joint",), "base_link", True),
+                                   (("j1", "j2"), "x", False)]:
+        first, fields = message(names, 1_700_000_000, frame, velocity)
+        layout = _JointStateLayout.of(first, fields)
+        assert layout is not None
+        for sec in (1_700_000_001, -5):
+            raw, expected = message(names, sec, frame, velocity)
+            decoded = layout.decode(raw)
+            assert decoded[0] == expected[0] and decoded[1] == pytest.approx(expected[1], abs=1e-9)
+            for a, b in zip(decoded[2:], expected[2:]):
+                np.testing.assert_array_equal(a, b)
+        assert layout.decode(message(names[::-1], 1, frame, velocity)[0]) is None or names == names[::-1]
+        assert layout.decode(message(names, 1, frame, not velocity)[0]) is None
+        assert layout.decode(message(names, 1, frame + "y", velocity)[0]) is None
+    # not CDR, or fields the offsets do not reproduce: no layout
+    raw, fields = message(("a",), 1)
+    assert _JointStateLayout.of(b"\x01\x00" + raw[2:], fields) is None
+    assert _JointStateLayout.of(raw, (fields[0], fields[1] + 1, *fields[2:])) is None
