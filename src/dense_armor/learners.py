@@ -352,24 +352,33 @@ def step(learner: ResidualLearner, state: LearnerState, sample: Sample) -> tuple
 
 
 @jax.jit
-def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample) -> tuple[LearnerState, StepOutput]:
+def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample, mask=None) -> tuple[LearnerState, StepOutput]:
     """Run :func:`step` over a trajectory (each field (T, n)) with ``lax.scan``.
+
+    Args:
+        mask: ``None``, or (T,) bool: samples where it is false (padding) leave the state as it
+            was and are not counted as rejected.
 
     Returns:
         The final state and the per-sample :class:`StepOutput` (each field with a leading T).
     """
     dtype = state.rls.w.dtype
     prepared = jax.vmap(lambda sample: learner.prepare(sample, dtype))(trajectory)
+    if mask is not None:
+        prepared = prepared._replace(valid=prepared.valid & mask)
 
     watching = learner.detector is not None
 
-    def learn(state, prepared):
-        state, out = learner.learn(state, prepared)
+    def learn(state, xs):
+        prepared, keep = xs
+        new, out = learner.learn(state, prepared)
+        if keep is not None:
+            new = new._replace(rejected=jnp.where(keep, new.rejected, state.rejected))
         # Only what needs the state leaves the loop: each output is a write per sample.
-        return state, (out.prediction, out.alarm if watching else None, out.extra)
+        return new, (out.prediction, out.alarm if watching else None, out.extra)
 
     # Two samples an iteration: the loop's own cost (counter, slices, carry copies) halves.
-    state, (prediction, alarm, extra) = jax.lax.scan(learn, state, prepared, unroll=2)
+    state, (prediction, alarm, extra) = jax.lax.scan(learn, state, (prepared, mask), unroll=2)
     valid = prepared.valid
     nominal = jnp.where(valid[:, None], prepared.nominal, jnp.nan)
     error = prepared.target + nominal - prediction  # tau - prediction; NaN where rejected

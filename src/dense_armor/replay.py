@@ -19,24 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from dense_armor import learners
 from dense_armor.learners import Sample
 
 __all__ = ["Replay", "Scores", "replay_log", "replay_trajectory"]
-
-
-@jax.jit
-def _masked_replay(learner, state, trajectory, mask):
-    """``lax.scan`` of ``learner.step``; samples with ``mask`` false leave the state as it was."""
-
-    def body(s, xs):
-        sample, keep = xs
-        new, out = learner.step(s, sample)
-        return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, s), out
-
-    return jax.lax.scan(body, state, (trajectory, mask))
 
 
 def replay_trajectory(learner, state, trajectory: Sample, block: int = 2000, progress=None):
@@ -53,7 +41,7 @@ def replay_trajectory(learner, state, trajectory: Sample, block: int = 2000, pro
         stop = min(start + block, T)
         pad = block - (stop - start)
         piece = Sample(*(np.concatenate([a[start:stop], np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in arrays))
-        state, out = _masked_replay(learner, state, piece, np.arange(block) < stop - start)
+        state, out = learners.replay(learner, state, piece, np.arange(block) < stop - start)
         outputs.append(jax.tree.map(lambda x: np.asarray(x)[: stop - start], out))
         if progress is not None:
             progress(stop - start)
@@ -151,7 +139,7 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
         trajectory = Sample(rows["q"], rows["qd"], rows["qdd"], rows["tau"])
         pad = block - count
         piece = Sample(*(np.concatenate([a, np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in trajectory))
-        result.state, out = _masked_replay(learner, result.state, piece, np.arange(block) < count)
+        result.state, out = learners.replay(learner, result.state, piece, np.arange(block) < count)
         return rows, out
 
     def collect(rows: dict, out):
