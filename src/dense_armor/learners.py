@@ -441,9 +441,7 @@ class Stepper:
             return tuple(out)
 
         self._step = jax.jit(packed_step)
-        zeros = jnp.zeros(n, dtype)
-        extra = jax.eval_shape(learner.step, state, Sample(zeros, zeros, zeros, zeros))[1].extra
-        self._extra = (jax.tree.structure(extra), [leaf.shape for leaf in jax.tree.leaves(extra)])
+        self._extra = None  # the extra output's structure and shapes, traced at the first step
         self._lock = threading.Lock()  # the host buffers are shared: one step at a time
         self.state = state
 
@@ -491,6 +489,10 @@ class Stepper:
         return StepOutput(new[s:a], new[a:b], new[b:c], new[c] != 0, new[c + 1] != 0, self._unflatten_extra(new[c + 2 :]))
 
     def _unflatten_extra(self, flat):
+        if self._extra is None:
+            zeros = jnp.zeros(self._n, self._dtype)
+            extra = jax.eval_shape(self.learner.step, self._layout.unpack(self._buffers), Sample(zeros, zeros, zeros, zeros))[1].extra
+            self._extra = (jax.tree.structure(extra), [leaf.shape for leaf in jax.tree.leaves(extra)])
         treedef, shapes = self._extra
         if not shapes:
             return jax.tree.unflatten(treedef, [])
