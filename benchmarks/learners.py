@@ -18,7 +18,9 @@ float64:
   one RLS over the stacked joint equations (payload: the payload body's 10 columns, viscous,
   Coulomb and offset per joint; whole robot: every body's columns, armature, viscous, smooth
   Coulomb and offset per joint);
-- the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples);
+- the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples), with
+  JAX's defaults and, tuned, with XLA:CPU's depth-first scheduler (``SCHEDULER``, which the
+  ``dense-armor`` command asks for);
 - vmapped batches: 1024 two-link five-feature learners x 400 samples (each its own payload), and
   1024 Panda whole-robot learners x 1000 samples (in blocks of 50: ``replay`` prepares a block's
   features at once), against a loop of the same replay, robot by robot. The whole-robot batch runs
@@ -305,6 +307,7 @@ def main(argv=None):
     default = in_child(__file__, "calls", *quick)
     tuned = in_child(__file__, "calls", "--sync", *quick)
     replays = in_child(__file__, "replays", *quick)
+    replays_dfs = in_child(__file__, "replays", *quick, env=SCHEDULER)
     batches = in_child(__file__, "batches", *quick)
     batch = [str(x) for x in ((16, 200) if args.quick else (BATCH, SAMPLES))]
     robot = in_child(__file__, "robot-batch", "--batch", *batch, *quick, env=SCHEDULER)
@@ -312,14 +315,15 @@ def main(argv=None):
 
     header = ["robot", "learner", "NumPy + Pinocchio (us)", "learn_one (us)", "learn_one / NumPy",
               "Stepper (us)", "Stepper / NumPy", "tuned: learn_one / NumPy", "tuned: Stepper / NumPy",
-              "in lax.scan (us/sample)", "first learn_one (s)"]
+              "in lax.scan (us/sample)", "tuned: in lax.scan (us/sample)", "first learn_one (s)"]
     rows = []
     for name in ROBOTS:
         for kind in KINDS:
             d, t = default[f"{name}/{kind}"], tuned[f"{name}/{kind}"]
             rows.append([name, kind, f"{d['numpy']:.1f}", f"{d['learn_one']:.1f}", f"{d['learn_one'] / d['numpy']:.2f}x",
                          f"{d['stepper']:.1f}", f"{d['stepper'] / d['numpy']:.2f}x", f"{t['learn_one'] / t['numpy']:.2f}x",
-                         f"{t['stepper'] / t['numpy']:.2f}x", f"{replays[f'{name}/{kind}']:.2f}", f"{d['compile']:.1f}"])
+                         f"{t['stepper'] / t['numpy']:.2f}x", f"{replays[f'{name}/{kind}']:.2f}",
+                         f"{replays_dfs[f'{name}/{kind}']:.2f}", f"{d['compile']:.1f}"])
     five = batches["five-feature"]
     defaults = (f"with JAX's defaults, {PROBE[0]} x {PROBE[1]} did not finish in {PROBE_TIMEOUT:.0f} s (XLA:CPU's "
                 "concurrency-optimised scheduler hangs on it: every thread waiting, no CPU used)" if probe is None else
@@ -332,9 +336,11 @@ def main(argv=None):
         f"{robot['compile']:.1f} s) with `XLA_FLAGS={SCHEDULER['XLA_FLAGS']}`, against {robot['loop_rate']:,.0f} samples/s "
         f"for a loop of single replays ({robot['loop']} robots), {robot['B'] * robot['T'] / robot['seconds'] / robot['loop_rate']:.2f}x; "
         f"{defaults}.\n\n"
-        "How to read it. Every column but the two \"tuned\" ones is measured in a fresh process with JAX's defaults "
+        "How to read it. Every column but the \"tuned\" ones is measured in a fresh process with JAX's defaults "
         "(asynchronous dispatch on, 64-bit off outside the classes, which enter `jax.enable_x64` themselves); the "
-        "tuned columns in a process with asynchronous dispatch off. Single calls: medians over interleaved rounds "
+        "tuned single calls in a process with asynchronous dispatch off, the tuned `lax.scan` in one with "
+        f"`XLA_FLAGS={SCHEDULER['XLA_FLAGS']}` (XLA:CPU's depth-first scheduler, which the `dense-armor` command "
+        "asks for). Single calls: medians over interleaved rounds "
         "(NumPy + Pinocchio, `learn_one`, `Stepper`, in turn), so ratios hold while the machine's speed drifts. "
         "The NumPy + Pinocchio reference does the same work: Pinocchio's RNEA (and gravity, or its joint-torque "
         "regressor) and the same RLS in NumPy (exponential forgetting; the documented classes forget "
