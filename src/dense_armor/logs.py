@@ -233,8 +233,8 @@ class _JointStateLayout:
     """Where a CDR-encoded (little-endian) JointState keeps its fields, read from one message and
     valid for every message with the same length and the same bytes but for the stamp and the
     values: a robot's publisher sends the same names, in the same order, every time. Decoding
-    by these offsets is a few NumPy views, where a general decoder costs tens of microseconds a
-    message; any other message is left to the general decoder (:meth:`decode` gives ``None``)."""
+    by these offsets is a few NumPy views, much cheaper than a general decoder; any other
+    message is left to the general decoder (:meth:`decode` gives ``None``)."""
 
     size: int
     fixed: bytes  # from the frame id to the positions' values: frame id, names, position count

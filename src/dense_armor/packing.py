@@ -1,8 +1,8 @@
 """Flat buffers for a pytree: the cheapest way to call a jitted function from a Python loop.
 
 Every array a jitted call takes or returns costs dispatch time (argument parsing, a device
-buffer, a Python object: about 1-2 us an array), so a learner's step called
-with its 17-29 leaves spends more on passing them than on its arithmetic. A :class:`Layout`
+buffer, a Python object), so a learner's step called with its 17-29 leaves spends more on
+passing them than on its arithmetic (``docs/design.md``, "Dispatch and other global settings"). A :class:`Layout`
 records a pytree's structure, shapes and dtypes and packs its leaves into one 1-D buffer per
 storage dtype (``pack``); ``unpack`` is slices, reshapes and casts, which XLA folds into the
 kernels that read them. Values are stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit:
@@ -12,8 +12,7 @@ call. A layout is hashable, so it can be a static argument of ``jax.jit``.
 
 Keep a small robot's buffers at 512 bytes or less where you can: XLA:CPU runs a program's
 kernels one after the other on the calling thread only when every buffer they touch is that
-small (or when there are at most 8 kernels); otherwise it hands kernels to its thread pool, at
-microseconds each.
+small (or when there are at most 8 kernels); otherwise it hands kernels to its thread pool.
 """
 
 from __future__ import annotations

@@ -92,14 +92,18 @@ def build_learner(kind: str, model, args):
     return learner_class(kind)(model, **options(kind, args)).learner
 
 
-def payload_report(learner, state) -> tuple[float, float] | None:
-    """(mass, std) learned by a payload learner, ``None`` for other learners."""
+def payload_report(learner, state):
+    """``(mass, std, estimate)`` learned by a payload learner (kg, kg, a
+    :class:`~dense_armor.payload.PayloadEstimate`), ``None`` for other learners."""
+    import jax
+
     from dense_armor import payload
 
     if not isinstance(learner, payload.PayloadLearner):
         return None
-    est = payload.payload_estimate(learner, state)
-    return float(est.mass), float(est.mass_std)
+    with jax.enable_x64(True):  # one compiled program, kept in the compile cache
+        est = payload.estimate(learner, state)
+    return float(est.mass), float(est.mass_std), est
 
 
 def add_learner_options(p, lam_help: str):

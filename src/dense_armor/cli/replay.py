@@ -308,10 +308,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     else:
         mass = payload_report(learner, result.state)
         if mass is not None:
-            from dense_armor import payload
-
-            with jax.enable_x64(True):
-                est = payload.payload_estimate(learner, result.state)
+            est = mass[2]
             note = "" if mass[0] >= 0 else (" (not a payload: no body has a negative mass; this learner lumps every "
                                             "link's URDF error onto one link: use --learner robot on a real robot)")
             print(f"learned payload on {learner.link}: {mass[0]:.4f} +- {mass[1]:.4f} kg{note}")
