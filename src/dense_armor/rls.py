@@ -142,8 +142,9 @@ def _sym(P: jax.Array) -> jax.Array:
 
 
 def spd_solve(S: jax.Array, B: jax.Array) -> jax.Array:
-    """``S^-1 B`` for symmetric positive definite ``S`` (..., m, m) and ``B`` (..., m, k), by
-    Cholesky: no pivoting (an LU solve applies its row swaps in a loop of small kernels)."""
+    """``S^-1 B`` for a well-conditioned symmetric positive definite ``S`` (..., m, m) and ``B``
+    (..., m, k), by Cholesky: no pivoting (an LU solve applies its row swaps in a loop of small
+    kernels)."""
     batch = jnp.broadcast_shapes(S.shape[:-2], B.shape[:-2])
     S, B = jnp.broadcast_to(S, (*batch, *S.shape[-2:])), jnp.broadcast_to(B, (*batch, *B.shape[-2:]))
     return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(S), True), B)
@@ -382,7 +383,10 @@ def block_update(
         lam = jnp.ones_like(lam)
     lam2 = lam[..., None, None]
     S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
-    solved = spd_solve(S, jnp.concatenate([XP, jnp.broadcast_to(err[..., None], (*XP.shape[:-1], 1))], axis=-1))
+    # pivoted LU, not Cholesky: with a vague float32 prior S can lose definiteness to rounding
+    batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])
+    rhs = jnp.concatenate([XP, jnp.broadcast_to(err[..., None], (*XP.shape[:-1], 1))], axis=-1)
+    solved = jnp.linalg.solve(jnp.broadcast_to(S, (*batch, m, m)), jnp.broadcast_to(rhs, (*batch, m, p + 1)))
     Kt, standardized = solved[..., :p], solved[..., p]  # K' = S^-1 X P, and S^-1 e
     w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
     if joseph:
