@@ -283,7 +283,7 @@ class _JointStateLayout:
                 raw[at : at + 4] != count for at, count in self.counts):
             return None
         sec, nanosec = int.from_bytes(raw[4:8], "little", signed=True), int.from_bytes(raw[8:12], "little")
-        values = (np.frombuffer(raw, "<f8", count, at).astype(np.float64) for at, count in self.arrays)
+        values = (np.frombuffer(raw, "<f8", count, at) for at, count in self.arrays)  # read-only views
         return (self.names, sec + 1e-9 * nanosec, *values)
 
 
@@ -306,7 +306,7 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
             raise LogError(f"{path}: no topic {topic!r} (topics: {', '.join(topics) or 'none'}); choose one with --topic")
         kinds = {c.msgtype for c in connections}
         if kinds != {JOINT_STATE}:
-            raise LogError(f"{path}: topic {topic!r} carries {', '.join(sorted(kinds))}, not sensor_msgs/msg/JointState")
+            raise LogError(f"{path}: topic {topic!r} carries {', '.join(sorted(kinds))}, not {JOINT_STATE}")
         info.expected = sum(c.msgcount for c in connections)
         buffers = {"t": np.empty(size), "q": np.empty((size, n)), "qd": np.empty((size, n)), "tau": np.empty((size, n))}
         velocity, fill, order_cache = None, 0, {}

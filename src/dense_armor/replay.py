@@ -27,6 +27,14 @@ from dense_armor.learners import Sample
 __all__ = ["Replay", "Scores", "replay_log", "replay_trajectory"]
 
 
+def _replay_block(learner, state, arrays, block: int):
+    """``learners.replay`` of up to ``block`` samples (``q, qd, qdd, tau``, each (m, n)), padded
+    to ``block`` with masked samples (one compiled scan for every block)."""
+    count = len(arrays[0])
+    piece = Sample(*(np.concatenate([a, np.zeros((block - count,) + a.shape[1:], a.dtype)]) for a in arrays))
+    return learners.replay(learner, state, piece, np.arange(block) < count)
+
+
 def replay_trajectory(learner, state, trajectory: Sample, block: int = 2000, progress=None):
     """A trajectory (each field (T, n)) through ``learner.step`` in blocks of one ``lax.scan``.
 
@@ -39,9 +47,7 @@ def replay_trajectory(learner, state, trajectory: Sample, block: int = 2000, pro
     outputs = []
     for start in range(0, T, block):
         stop = min(start + block, T)
-        pad = block - (stop - start)
-        piece = Sample(*(np.concatenate([a[start:stop], np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in arrays))
-        state, out = learners.replay(learner, state, piece, np.arange(block) < stop - start)
+        state, out = _replay_block(learner, state, [a[start:stop] for a in arrays], block)
         outputs.append(jax.tree.map(lambda x: np.asarray(x)[: stop - start], out))
         if progress is not None:
             progress(stop - start)
@@ -135,11 +141,7 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
 
     def dispatch(rows: dict):
         """Start a block's scan; JAX returns at once and computes while the next block is read."""
-        count = len(rows["t"])
-        trajectory = Sample(rows["q"], rows["qd"], rows["qdd"], rows["tau"])
-        pad = block - count
-        piece = Sample(*(np.concatenate([a, np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in trajectory))
-        result.state, out = learners.replay(learner, result.state, piece, np.arange(block) < count)
+        result.state, out = _replay_block(learner, result.state, [rows[k] for k in Sample._fields], block)
         return rows, out
 
     def collect(rows: dict, out):
@@ -151,11 +153,11 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
         result.samples += count
         result.duration = float(t[-1]) - result.start
         result.rejected += int(count - out.accepted.sum())
+        good = out.accepted
         prediction = out.prediction
-        bad = ~np.all(np.isfinite(prediction), axis=1) & out.accepted
+        bad = ~np.all(np.isfinite(prediction), axis=1) & good
         result.nonfinite += int(bad.sum())
         prediction = np.where(bad[:, None], out.nominal, prediction)
-        good = out.accepted
         bins = np.floor((t[good] - result.start) / window).astype(int)
         result.scores.add(bins, (tau - out.nominal)[good] ** 2, (tau - prediction)[good] ** 2)
         for k in np.nonzero(out.alarm)[0]:

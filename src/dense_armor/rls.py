@@ -372,7 +372,7 @@ def block_update(
         forget = jnp.where(keep, (1 - lam[..., None]) / (lam[..., None] * jnp.where(keep, g, 1)), 0)
         C = jnp.swapaxes(V, -1, -2) @ XP  # V' X P
         if given and not joseph:
-            return _eigen_update(w, P, V, jnp.maximum(g, 0), C, forget, err, lam, max_trace)
+            return _eigen_update(w, P, G / lam0, V, jnp.maximum(g, 0), C, forget, err, lam, max_trace)
         forgotten = V @ (forget[..., None] * C)  # c G^+ X P
         if given:  # X P_f = X P / lam
             XP, G = XP / lam0, G / lam0
@@ -400,9 +400,9 @@ def block_update(
     return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, jnp.sum(Kt * X, axis=-1))
 
 
-def _eigen_update(w, P, V, g, C, forget, err, lam, max_trace):
+def _eigen_update(w, P, G, V, g, C, forget, err, lam, max_trace):
     """Directional forgetting and the update in one correction of ``P``, from ``G = V g V'`` and
-    ``C = V' X P``: ``S = I + G / lam``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and
+    ``C = V' X P`` (``G`` given divided by ``lam``, as the update sees it): ``S = I + G / lam``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and
     ``P <- P + C' diag(d) C`` with ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting,
     0 where ``g`` is not excited). Written ``D' (sign(d) D)``, ``D = sqrt|d| C``, the
     correction is symmetric as computed: no symmetrising pass over ``P``."""
@@ -413,9 +413,7 @@ def _eigen_update(w, P, V, g, C, forget, err, lam, max_trace):
     d = forget - inv / lam
     D = jnp.sqrt(jnp.abs(d))[..., None] * C
     P_new = _bound_trace(P + jnp.swapaxes(D, -1, -2) @ (jnp.sign(d)[..., None] * D), max_trace)
-    m = g.shape[-1]
-    G = jnp.einsum("...ik,...k,...jk->...ij", V, g / lam, V)
-    innovation = Innovation(err, G, jnp.eye(m, dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
+    innovation = Innovation(err, G, jnp.eye(g.shape[-1], dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
                             jnp.einsum("...ik,...k->...i", V**2, g * inv))
     return RLSState(w=w_new, P=P_new), innovation
 

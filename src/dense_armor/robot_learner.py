@@ -14,11 +14,12 @@ sample.
 
 The URDF is the prior. Its mean is the URDF's inertial parameters and the model's armature
 (zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction
-of each inertial parameter (30 %) with floors, and torque-scaled deviations for the joint terms. The learner keeps the deviation
-``w = theta - theta_URDF`` and its covariance ``P`` (the posterior, in parameter units), so the
-first prediction is the URDF's and directions the data do not excite stay exactly at the prior:
-with a proper prior the posterior exists whatever the excitation, and no symbolic reduction to
-base parameters is needed (the unidentifiable combinations keep ``P``'s prior variance).
+of each inertial parameter (30 %) with floors, and torque-scaled deviations for the joint terms.
+The learner keeps the deviation ``w = theta - theta_URDF`` and its covariance ``P`` (the
+posterior, in parameter units), so the first prediction is the URDF's and directions the data do
+not excite stay exactly at the prior: with a proper prior the posterior exists whatever the
+excitation, and no symbolic reduction to base parameters is needed (the unidentifiable
+combinations keep ``P``'s prior variance).
 
 Noise. Each joint's equation is weighted by its noise variance ``r_j``, learned online: after a
 sample, ``r_j <- r_j (1 + beta (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_post X')_jj) /

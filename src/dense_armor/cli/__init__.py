@@ -16,8 +16,7 @@ the global JAX configuration untouched). The installed command (:func:`console`)
 JAX's compiled programs in the user's cache folder, ``$XDG_CACHE_HOME/dense_armor/jax``
 (``~/.cache/...``), so that a second run does not compile again; ``JAX_COMPILATION_CACHE_DIR``
 chooses another folder, and set empty switches the cache off. It also asks XLA:CPU for its
-depth-first scheduler (:data:`CPU_SCHEDULER`; about 1.5x faster replays), unless ``XLA_FLAGS``
-already chooses one. A user error prints one line
+depth-first scheduler (:data:`CPU_SCHEDULER`), unless ``XLA_FLAGS`` already chooses one. A user error prints one line
 ``dense-armor: error: ...`` on stderr and exits with status 2.
 """
 

@@ -306,14 +306,14 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         print(robot_learner.summary(learner, est))
         data["physical"] = robot_learner.report(learner, est)
     else:
-        mass = payload_report(learner, result.state)
-        if mass is not None:
-            est = mass[2]
-            note = "" if mass[0] >= 0 else (" (not a payload: no body has a negative mass; this learner lumps every "
+        report = payload_report(learner, result.state)
+        if report is not None:
+            mass, mass_std, est = report
+            note = "" if mass >= 0 else (" (not a payload: no body has a negative mass; this learner lumps every "
                                             "link's URDF error onto one link: use --learner robot on a real robot)")
-            print(f"learned payload on {learner.link}: {mass[0]:.4f} +- {mass[1]:.4f} kg{note}")
+            print(f"learned payload on {learner.link}: {mass:.4f} +- {mass_std:.4f} kg{note}")
             print(est.summary(learner.link))
-            data["payload"] = {"link": learner.link, "mass_kg": mass[0], "mass_std_kg": mass[1]}
+            data["payload"] = {"link": learner.link, "mass_kg": mass, "mass_std_kg": mass_std}
         elif hasattr(result.state, "rls"):
             w = np.asarray(result.state.rls.w)
             print(table(["weights", *learners.FEATURE_NAMES], [[name, *(f"{v:.4g}" for v in w[j])] for j, name in enumerate(names)]))
