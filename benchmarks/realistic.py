@@ -180,11 +180,13 @@ def summarize(results: list[dict]) -> str:
         f"- no false alarm: {sum(r['false_alarms'] == 0 for r in runs)} of {len(runs)} runs "
         f"({sum(r['false_alarms'] for r in runs if r['scenario'] == 'steady')} in the {sum(r['scenario'] == 'steady' for r in runs)} "
         f"runs without a change);\n"
-        f"- a change detected within {DETECT:g} s: {sum(not r['missed'] for r in changes)} of {len(changes)} "
-        f"(delay median {np.median(delays):.2f} s, 90th percentile {np.percentile(delays, 90):.2f} s);\n"
-        f"- mass change within 5 %: {sum(e <= 0.05 for e in errors)} of {len(errors)} detected "
-        f"(median {100 * np.median(errors):.1f} %, 90th percentile {100 * np.percentile(errors, 90):.1f} %, "
-        f"largest {100 * max(errors):.1f} %);\n"
+        f"- a change detected within {DETECT:g} s: {sum(not r['missed'] for r in changes)} of {len(changes)}"
+        + ("" if not delays else f" (delay median {np.median(delays):.2f} s, 90th percentile {np.percentile(delays, 90):.2f} s)")
+        + ";\n"
+        f"- mass change within 5 %: {sum(e <= 0.05 for e in errors)} of {len(errors)} detected"
+        + ("" if not errors else f" (median {100 * np.median(errors):.1f} %, 90th percentile "
+           f"{100 * np.percentile(errors, 90):.1f} %, largest {100 * max(errors):.1f} %)")
+        + ";\n"
         f"- prequential RMSE after 5 s within 1.3x the batch fit: {sum(x <= 1.3 for x in ratio)} of {len(runs)} "
         f"(largest {max(ratio):.2f}x);\n"
         f"- no harmful one-second window: {sum(r['harmful'] == 0 for r in runs)} of {len(runs)} runs "

@@ -50,7 +50,7 @@ from dense_armor import rls
 
 __all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
 
-SNAPSHOTS = 4  # snapshots of the learner's parameters, a window apart
+SNAPSHOTS = 3  # snapshots of the learner's parameters, a window apart (the oldest is the baseline)
 WINDOWS = (1.0 / 3.0, 1.0)  # the fits' windows, in units of ``window``
 # each window's ``min_mass`` and ``z`` multiplied by these: the short window is noisier, and
 # is there for large changes
@@ -196,7 +196,7 @@ class PayloadDetector(eqx.Module):
         every = jnp.maximum(jnp.round(jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
         due = valid & (state.since % every == 0)
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
-        baseline = state.snapshots[2]
+        baseline = state.snapshots[-1]
         # the windows forget, the change since the alarm does not; one product for all sums
         z = jnp.concatenate([Y, e[:, None], Y_noise, e_baseline[:, None]], axis=1)
         Z = z.T @ z
