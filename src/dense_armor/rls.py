@@ -384,9 +384,7 @@ def block_update(
     lam2 = lam[..., None, None]
     S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
     # pivoted LU, not Cholesky: with a vague float32 prior S can lose definiteness to rounding
-    batch = jnp.broadcast_shapes(S.shape[:-2], XP.shape[:-2])
-    rhs = jnp.concatenate([XP, jnp.broadcast_to(err[..., None], (*XP.shape[:-1], 1))], axis=-1)
-    solved = jnp.linalg.solve(jnp.broadcast_to(S, (*batch, m, m)), jnp.broadcast_to(rhs, (*batch, m, p + 1)))
+    solved = jnp.linalg.solve(S, jnp.concatenate([XP, jnp.broadcast_to(err[..., None], (*XP.shape[:-1], 1))], axis=-1))
     Kt, standardized = solved[..., :p], solved[..., p]  # K' = S^-1 X P, and S^-1 e
     w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
     if joseph:
@@ -401,11 +399,12 @@ def block_update(
 
 
 def _eigen_update(w, P, G, V, g, C, forget, err, lam, max_trace):
-    """Directional forgetting and the update in one correction of ``P``, from ``G = V g V'`` and
-    ``C = V' X P`` (``G`` given divided by ``lam``, as the update sees it): ``S = I + G / lam``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and
-    ``P <- P + C' diag(d) C`` with ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting,
-    0 where ``g`` is not excited). Written ``D' (sign(d) D)``, ``D = sqrt|d| C``, the
-    correction is symmetric as computed: no symmetrising pass over ``P``."""
+    """Directional forgetting and the update in one correction of ``P``, from the rows'
+    ``X P X' = V diag(g) V'``, ``C = V' X P`` and ``G = X P X' / lam`` (as the update sees it):
+    ``S = I + G``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and ``P <- P + C' diag(d) C`` with
+    ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting, 0 where ``g`` is not
+    excited). Written ``D' (sign(d) D)``, ``D = sqrt|d| C``, the correction is symmetric as
+    computed: no symmetrising pass over ``P``."""
     lam = lam[..., None]
     inv = 1 / (lam + g)
     Ve = jnp.einsum("...km,...k->...m", V, err)  # V' e
