@@ -26,8 +26,11 @@ sample, ``r_j <- r_j (1 + beta (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_
 r_j``, whose expectation is 1 when ``r_j`` is right (``e_post`` the posterior error; the
 adaptive filter of Sarkka & Nummenmaa 2009 in its one-step form), averaged over ``noise_time``
 seconds, each ``rho_j`` clipped at :data:`NOISE_CLIP` (a change the learner has not yet
-followed must not pass for noise). The errors' lag-one autocorrelation is tracked too: real residuals are correlated in
-time, and the payload detector and the reported standard deviations account for it.
+followed must not pass for noise). The errors' lag-one autocorrelation is tracked too: real
+residuals are correlated in time, and the payload detector and the reported standard deviations
+account for it. And their excess per joint and speed band (:data:`SPEED_BANDS`), the mean
+squared standardised error there: friction at low speed misfits, and the payload detector
+widens those rows' noise by it.
 
 Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.prediction`,
 is the URDF's plus the learned residual ``r = X w`` times a trust ``c_j`` in [0, 1]: the
@@ -97,6 +100,12 @@ NOISE_CLIP = 4.0
 #: The trust's memory, in samples, is at least this: a coefficient fitted to fewer samples is
 #: noise, and clipped at 1 it would add that noise to the prediction.
 TRUST_SAMPLES = 5.0
+#: Edges of the joint-speed bands, in units of the Coulomb width ``v0``, over which the errors'
+#: excess variance is tracked: friction at low speed (Stribeck, stiction, a soft constraint)
+#: departs from ``tanh(qd / v0)``, and those samples must not pass for a payload.
+SPEED_BANDS = (1 / 16, 1 / 2, 1, 2, 4, 8, 16)
+#: A sample whose error is beyond this many variances does not count in its band's excess.
+EXCESS_CLIP = 25.0
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
 
@@ -164,6 +173,9 @@ class NoiseState(NamedTuple):
             (each over its predictive standard deviation, noise and parameters).
         power: (n,) the same of ``e_t^2``.
         last: (n,) the last standardised prior error.
+        excess: (n, K) each joint's mean squared standardised error per speed band
+            (:data:`SPEED_BANDS`): where the model misfits (friction at low speed), above 1.
+        excess_weight: (n, K) samples behind each (saturating at ``noise_time``).
     """
 
     variance: jax.Array
@@ -171,6 +183,8 @@ class NoiseState(NamedTuple):
     lag: jax.Array
     power: jax.Array
     last: jax.Array
+    excess: jax.Array
+    excess_weight: jax.Array
 
 
 class TrustState(NamedTuple):
@@ -304,11 +318,12 @@ class RobotLearner(Learner):
         dtype = jnp.dtype(dtype or jnp.result_type(float))
         n, zero = self.model.n, jnp.zeros((), jnp.int32)
         std = jnp.asarray(self.std, dtype)
-        fzero = jnp.zeros(n, dtype)
+        fzero, bands = jnp.zeros(n, dtype), (n, len(SPEED_BANDS) + 1)
         return RobotState(
             rls=rls.RLSState(jnp.zeros_like(std), jnp.diag(std**2)),
             count=zero, rejected=zero, alarms=zero,
-            noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero),
+            noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero,
+                             jnp.ones(bands, dtype), jnp.full(bands, PRIOR_SAMPLES, dtype)),
             trust=TrustState(fzero, fzero),
             detector=None if self.detector is None else self.detector.init(jnp.zeros_like(std), dtype),
         )
@@ -368,18 +383,26 @@ class RobotLearner(Learner):
         # what the errors' correlation is measured on, so that a transient the learner expects
         # (a body re-opened after an alarm) cannot pass for correlated noise
         standard = ew / jnp.sqrt(1.0 + jnp.sum(XP * Xw, axis=1))
+        # each joint's speed band, and its excess there (the velocity is the viscous column)
+        n = self.model.n
+        speed = jnp.abs(jnp.diagonal(X[:, self.num_parameters - 3 * n : self.num_parameters - 2 * n]))
+        band = jax.nn.one_hot(jnp.sum(speed[:, None] >= jnp.asarray(SPEED_BANDS, dtype) * self.coulomb_width, axis=1),
+                              len(SPEED_BANDS) + 1, dtype=dtype)
         rows, y = Xw, target / scale
         if self.detector is not None:
+            # the detector's rows carry their band's excess too: misfit is not a payload
+            r = 1.0 / jnp.sqrt(jnp.maximum(jnp.sum(band * noise.excess, axis=1), 1.0))
             # errors whitened by their prior covariance, I + tau X P X' (the parameters'
             # uncertainty counted at the errors' correlation time): a configuration the
             # learner has not yet learned does not look like a payload
-            L = jnp.linalg.cholesky(jnp.eye(X.shape[0], dtype=dtype) + correlation * rls._sym(XP @ Xw.T))
+            L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * (XP @ Xw.T) * r[None, :]))
             columns = self._columns
-            whitened = jax.scipy.linalg.solve_triangular(L, jnp.concatenate([ew[:, None], Xw[:, columns]], axis=1), lower=True)
+            Yd = Xw[:, columns] * r[:, None]
+            whitened = jax.scipy.linalg.solve_triangular(L, jnp.concatenate([(ew * r)[:, None], Yd], axis=1), lower=True)
             eb, Yb = whitened[:, 0], whitened[:, 1:]
             detector, alarm, baseline, fitted, fitted_std = self.detector.step(
                 state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid,
-                Xw[:, columns], (target - X @ state.detector.baseline) / scale)
+                Yd, (target - X @ state.detector.baseline) / scale * r)
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
@@ -412,10 +435,15 @@ class RobotLearner(Learner):
         # the payload test (before, every sample counts: the learner's own transient is no change)
         settled = 0.0 if self.detector is None else jnp.asarray(self.detector.arm_after, dtype) * rate
         noisy = ((raw < NOISE_CLIP) & (standard**2 < NOISE_CLIP)) | (state.count < settled)
+        # an error beyond EXCESS_CLIP variances is a change (or an outlier), not misfit
+        band = band * (standard**2 < EXCESS_CLIP)[:, None]
+        excess_weight = jnp.minimum(noise.excess_weight + band, jnp.asarray(self.noise_time, dtype) * rate)
+        excess = noise.excess + band * (standard[:, None] ** 2 - noise.excess) / excess_weight
         noise = NoiseState(
             variance=jnp.maximum(variance, floor), weight=weight,
             lag=jnp.where(noisy, decay * noise.lag + standard * noise.last, noise.lag),
             power=jnp.where(noisy, decay * noise.power + standard**2, noise.power), last=standard,
+            excess=excess, excess_weight=excess_weight,
         )
 
         if self.detector is not None:
