@@ -105,7 +105,7 @@ TRUST_SAMPLES = 5.0
 #: departs from ``tanh(qd / v0)``, and those samples must not pass for a payload.
 SPEED_BANDS = (1 / 16, 1 / 2, 1, 2, 4, 8, 16)
 #: A sample whose error is beyond this many variances does not count in its band's excess.
-EXCESS_CLIP = 25.0
+EXCESS_LIMIT = 25.0
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
 
@@ -385,7 +385,8 @@ class RobotLearner(Learner):
         standard = ew / jnp.sqrt(1.0 + jnp.sum(XP * Xw, axis=1))
         # each joint's speed band, and its excess there (the velocity is the viscous column)
         n = self.model.n
-        speed = jnp.abs(jnp.diagonal(X[:, self.num_parameters - 3 * n : self.num_parameters - 2 * n]))
+        viscous = 10 * self.model.n_bodies + n * JOINT_TERMS.index("viscous")
+        speed = jnp.abs(jnp.diagonal(X[:, viscous : viscous + n]))
         band = jax.nn.one_hot(jnp.sum(speed[:, None] >= jnp.asarray(SPEED_BANDS, dtype) * self.coulomb_width, axis=1),
                               len(SPEED_BANDS) + 1, dtype=dtype)
         rows, y = Xw, target / scale
@@ -435,8 +436,8 @@ class RobotLearner(Learner):
         # the payload test (before, every sample counts: the learner's own transient is no change)
         settled = 0.0 if self.detector is None else jnp.asarray(self.detector.arm_after, dtype) * rate
         noisy = ((raw < NOISE_CLIP) & (standard**2 < NOISE_CLIP)) | (state.count < settled)
-        # an error beyond EXCESS_CLIP variances is a change (or an outlier), not misfit
-        band = band * (standard**2 < EXCESS_CLIP)[:, None]
+        # an error beyond EXCESS_LIMIT variances is a change (or an outlier), not misfit
+        band = band * (standard**2 < EXCESS_LIMIT)[:, None]
         excess_weight = jnp.minimum(noise.excess_weight + band, jnp.asarray(self.noise_time, dtype) * rate)
         excess = noise.excess + band * (standard[:, None] ** 2 - noise.excess) / excess_weight
         noise = NoiseState(
