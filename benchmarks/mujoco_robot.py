@@ -226,16 +226,21 @@ def sines(m: mujoco.MjModel, duration: float, rng, harmonics: int = 5, period: f
 
 
 def moves(m: mujoco.MjModel, duration: float, rng):
+    """Task-like motion of ``m``'s joints (:func:`moves_within` their ranges)."""
+    return moves_within(*_limits(m), duration, rng)
+
+
+def moves_within(lo, hi, duration: float, rng):
     """Task-like motion: minimum-jerk point-to-point moves between random targets within 60 %
-    of each joint's range, of 1-3 s and at most 1.5 rad/s, with rests of 0.5-2 s:
-    ``t -> (q, qd, qdd)``."""
-    lo, hi = _limits(m)
+    of each joint's range ``[lo, hi]`` (rad, (n,) each), of 1-3 s and at most 1.5 rad/s, with
+    rests of 0.5-2 s: ``t -> (q, qd, qdd)``."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
     centre, half = (lo + hi) / 2, 0.3 * (hi - lo)
     half = np.minimum(half, 1.5)
     knots, start = [], 0.0
     q = centre.copy()
     while start < duration + 5:
-        target = centre + rng.uniform(-1, 1, m.nv) * half
+        target = centre + rng.uniform(-1, 1, len(lo)) * half
         # a minimum-jerk move of length d peaks at 1.875 d / T
         move = max(rng.uniform(1.0, 3.0), 1.875 * np.abs(target - q).max() / 1.5)
         rest = rng.uniform(0.5, 2.0)

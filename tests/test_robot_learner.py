@@ -17,6 +17,7 @@ from dense_armor.payload_change import PayloadDetector
 from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import with_inertials
+from mujoco_robot import moves_within  # noqa: E402  (benchmarks/, on the path through conftest.py)
 
 VERTICAL = parse_urdf(minimal_urdf(), gravity=(0.0, -9.81, 0.0))  # gravity in the plane of motion
 PLANAR = parse_urdf(minimal_urdf())  # horizontal: gravity along the joint axes
@@ -226,28 +227,11 @@ def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
     assert not np.any(np.asarray(out.alarm))
 
 
-def _moves(T, rate, seed):
-    """Point-to-point quintic moves of 0.8-1.5 s with rests of 0.3-1 s: (q, qd, qdd), (T, 2)."""
-    rng = np.random.default_rng(seed)
-    q, qd, qdd = np.zeros((T, 2)), np.zeros((T, 2)), np.zeros((T, 2))
-    k, start = 0, np.zeros(2)
-    while k < T:
-        end, duration, rest = rng.uniform(-1.2, 1.2, 2), rng.uniform(0.8, 1.5), rng.uniform(0.3, 1.0)
-        s = np.arange(int(duration * rate))[: T - k, None] / (duration * rate)
-        shape = (10 * s**3 - 15 * s**4 + 6 * s**5, (30 * s**2 - 60 * s**3 + 30 * s**4) / duration,
-                 (60 * s - 180 * s**2 + 120 * s**3) / duration**2)
-        stop = k + len(s)
-        q[k:stop], qd[k:stop], qdd[k:stop] = start + shape[0] * (end - start), shape[1] * (end - start), shape[2] * (end - start)
-        q[stop : stop + int(rest * rate)] = end
-        k, start = stop + int(rest * rate), end
-    return q, qd, qdd
-
-
 def test_the_errors_excess_is_learned_per_speed_band():
     # errors four times the noise while a joint moves slowly (friction's misfit at low speed):
     # the detector sees those samples with their own variance, the rest unchanged
     rate, T = 200.0, 12000
-    q, qd, qdd = _moves(T, rate, seed=3)
+    q, qd, qdd = moves_within(-np.pi * np.ones(2), np.pi * np.ones(2), T / rate, np.random.default_rng(3))(np.arange(T) / rate)
     rng = np.random.default_rng(4)
     slow = (np.abs(qd) >= 0.01) & (np.abs(qd) < 0.04)  # bands 2 and 3 of v0 = 0.02 rad/s
     tau = _real_torque(VERTICAL, q, qd, qdd) + np.where(slow, 0.2, 0.05) * rng.standard_normal(q.shape)
