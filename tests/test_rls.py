@@ -396,6 +396,9 @@ def test_block_update_given_its_product_is_the_same_update(joseph):
                                          XP=rows @ s0.P)
         chex.assert_trees_all_close(fused, plain, rtol=1e-9, atol=1e-10)
         chex.assert_trees_all_close(inno_f, inno, rtol=1e-9, atol=1e-10)
+        # the gain is the update, and the posterior's P X'
+        np.testing.assert_allclose(fused.w - s0.w, inno_f.gain @ inno_f.error, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(inno_f.gain, fused.P @ rows.T, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])

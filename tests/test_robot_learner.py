@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dense_armor import attach_payload, inertial, learners, parse_urdf
+from dense_armor import attach_payload, inertial, learners, parse_urdf, rls
 from dense_armor.dynamics import joint_torque_regressor, rnea
 from dense_armor.learners import Sample
 from dense_armor.model import lock_joints
-from dense_armor.payload_change import PayloadDetector
+from dense_armor.payload_change import ONSET_SPACING, ONSETS, PayloadDetector, payload_std
 from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import with_inertials
@@ -199,16 +199,46 @@ def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():
         rows = rng.normal(size=(n, p))
         target = rows @ baseline + rows[:, columns] @ delta + 0.01 * rng.standard_normal(n)
         valid = k != 7  # an invalid sample counts for nothing
-        state, alarm, *_ = detector.step(state, rows[:, columns], np.zeros(n), jnp.zeros(p), columns, 1.0, 1000.0,
-                                         valid, rows[:, columns], target - rows @ baseline)
+        state, alarm, *_ = detector.step(state, rows, np.zeros(n), np.ones(n), np.eye(n), target - rows @ baseline,
+                                         jnp.zeros(p), 1.0, columns, 1.0, 1000.0, valid)
         assert not bool(alarm)
         if valid:
             A, b = A + rows[:, columns].T @ rows[:, columns], b + rows[:, columns].T @ (target - rows @ baseline)
-    fitted, std = (x[-1] for x in detector.fits(state, 4.0, 1000.0))
+    fitted, std = (x[2] for x in detector.fits(state, 4.0, 1000.0))  # the windows', the change's, the onsets'
     cov = np.linalg.inv(A + np.diag(1.0 / np.asarray(detector.prior) ** 2))
     np.testing.assert_allclose(fitted, cov @ b, rtol=1e-10)
-    np.testing.assert_allclose(std, np.sqrt(4.0 * np.diag(cov)), rtol=1e-10)  # the correlation time counted
+    np.testing.assert_allclose(std, np.sqrt(4.0 * cov[0, 0]), rtol=1e-10)  # the correlation time counted
     assert np.all(np.abs(np.asarray(fitted) - delta) <= 0.05 * np.asarray(detector.prior)), (fitted, delta)
+
+
+def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
+    # Willsky & Jones: an RLS fed y + [t >= t0] X S Delta ends D Delta away from the same RLS
+    # fed y (it is linear in y), D the onset's absorption; and the onset's fit finds Delta
+    rate, n, p, columns, T, t0 = 20.0, 3, 28, slice(10, 20), 100, 60
+    detector = PayloadDetector(arm_after=0.0, min_mass=1e9, prior=payload_std(100.0, 1.0))  # a negligible ridge
+    spacing = round(ONSET_SPACING * rate)
+    assert t0 % spacing == 0 and (T - t0) // spacing < ONSETS  # an onset at t0, still in the bank at T
+    rng = np.random.default_rng(13)
+    theta, delta = rng.normal(size=p), rng.normal(size=10)
+    rows = rng.normal(size=(T, n, p))
+    y = np.einsum("tnp,p->tn", rows, theta) + 0.01 * rng.standard_normal((T, n))
+    changed = y + (np.arange(T) >= t0)[:, None] * (rows[:, :, columns] @ delta)
+    prior = rls.RLSState(jnp.zeros(p), jnp.eye(p))
+    learned, plain, state = prior, prior, detector.init(jnp.zeros(p), jnp.float64)
+    for k in range(T):
+        X = jnp.asarray(rows[k])
+        error = changed[k] - X @ learned.w
+        state, alarm, *_, signature = detector.step(state, X, error, jnp.ones(n), jnp.eye(n), error, learned.w, 1.0,
+                                                    columns, 1.0, rate, True)
+        assert not bool(alarm)
+        learned, _ = rls.block_update(learned, X, changed[k], 0.99, directional=True, XP=X @ learned.P)
+        plain, _ = rls.block_update(plain, X, y[k], 0.99, directional=True, XP=X @ plain.P)
+        state = detector.absorb(state, learned.P @ X.T, signature)
+    h = int(np.argmax(np.asarray(state.onsets.age) == T - t0))
+    assert int(state.onsets.age[h]) == T - t0
+    np.testing.assert_allclose(learned.w - plain.w, state.onsets.D[:, h] @ delta, atol=1e-9)
+    fitted, _ = detector.fits(state, 1.0, rate)
+    np.testing.assert_allclose(fitted[3 + h], delta, atol=0.02)  # after the windows' fits and the change's
 
 
 def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():

@@ -21,11 +21,22 @@ when the fitted mass change is both physically large and statistically clear:
    the window or in one a third as long (an exponential window dilutes a change with what came
    before it: the short one sees a large change sooner), once the learner has seen
    ``arm_after`` seconds of samples and ``hold`` seconds after an alarm.
+4. Onsets. A window fit is blind to the part of a change the learner has already absorbed
+   (in a slow move it follows much of a pick-up before the window sees it), so the detector
+   also keeps :data:`ONSETS` hypotheses of a change that began at an onset, one every
+   :data:`ONSET_SPACING` s (Willsky & Jones 1976). Under a change ``Delta`` at an onset, the
+   learner's parameters move by ``D Delta`` and its errors by ``S Delta``, the signature ``S =
+   X (E_b - D)`` (``E_b`` the body's columns), with ``D <- D + K S`` (``K`` the learner's gain,
+   :meth:`PayloadDetector.absorb`). Each onset fits ``Delta`` on its signature to the errors
+   since then (whitened as the windows' rows, the payload prior as ridge) and raises an alarm
+   at ``ONSET_MASS min_mass`` and ``z`` standard deviations once :data:`ONSET_AGE` s old, for
+   a mass the body can lose (:data:`FEASIBLE_Z`).
 
 On an alarm the learner goes back to what it had learned before the change and re-learns the
 payload on its own: the detector keeps a few snapshots of the learner's parameters, a window
 apart, and the one at least two windows old is the baseline (3 s by default: an alarm that late
-after the change still finds a baseline the change had not bent). The learner restores it,
+after the change still finds a baseline the change had not bent); after an onset's alarm, the
+newest one taken :data:`ONSET_SPACING` s before the onset. The learner restores it,
 gives the payload body a payload prior (independent of the rest) and, for ``hold`` seconds,
 learns only that body: a payload's mass enters the torques only in combinations with the
 bodies before it, which the rest of the robot could otherwise absorb.
@@ -36,6 +47,10 @@ alarm on, the detector fits the change of the payload body alone to every sample
 the baseline, ``tau - X theta_baseline = Y_b Delta + noise``, by least squares without
 forgetting and the payload prior as ridge, until the next alarm. Its standard deviation counts
 the errors' correlation time.
+
+References:
+    Willsky, A., Jones, H. (1976). A generalized likelihood ratio approach to the detection and
+    estimation of jumps in linear systems. IEEE Trans. Automatic Control 21(1), 108-112.
 """
 
 from __future__ import annotations
@@ -59,12 +74,42 @@ STRICTER_MASS, STRICTER_Z = (1.5, 1.0), (2.0, 1.0)
 # and the short window tests only once the learner has had this many samples since the start
 # or the last alarm (a learner still converging looks, over a short window, like a change)
 SHORT_AFTER = 3000
+#: The change hypotheses: this many onsets, ONSET_SPACING s apart (they cover 3 s).
+ONSETS = 6
+ONSET_SPACING = 0.5
+#: s of samples an onset's fit has before it is tested (fewer fit a transient, not a change).
+ONSET_AGE = 0.25
+#: An onset's fit raises an alarm at ``ONSET_MASS min_mass`` and ``z`` standard deviations, ...
+ONSET_MASS = 4.0 / 3.0
+#: ... and only if it is a mass the body can lose: its mass at the onset plus the change is
+#: at least -FEASIBLE_Z standard deviations (a drop of more than the body carries is misfit).
+FEASIBLE_Z = 4.0
 
 
 def payload_std(mass: float = 5.0, radius: float = 0.2) -> np.ndarray:
     """Prior standard deviations (10,) of a payload change: a mass of about ``mass`` kg whose
     centre of mass and extent are within about ``radius`` m of the link origin."""
     return np.array([mass] + [mass * radius] * 3 + [mass * radius**2] * 6)
+
+
+class OnsetBank(NamedTuple):
+    """The change hypotheses of :class:`PayloadDetector`, ``H =`` :data:`ONSETS` onsets
+    :data:`ONSET_SPACING` s apart (the newest replaces the oldest).
+
+    Attributes:
+        D: (p, H, 10) how much of a change at each onset the learner has absorbed: its
+            parameters are ``D[:, h] Delta`` off what they would be without it.
+        A: (H, 10, 10) ``sum S' S`` since each onset, ``S`` the change's signature in the
+            whitened errors; b: (H, 10) ``sum S' e``.
+        age: (H,) int32, samples since each onset, itself included (0: none yet).
+        mass: (H,) kg, the body's learned mass at each onset.
+    """
+
+    D: jax.Array
+    A: jax.Array
+    b: jax.Array
+    age: jax.Array
+    mass: jax.Array
 
 
 class PayloadDetectorState(NamedTuple):
@@ -81,6 +126,7 @@ class PayloadDetectorState(NamedTuple):
         snapshots: (SNAPSHOTS, p) the learner's parameters, every window, newest first.
         baseline: (p,) the learner's parameters before the last change, which a change is
             measured from: its parameters at the start, then at each alarm the baseline's.
+        onsets: the change hypotheses (:class:`OnsetBank`).
     """
 
     A: jax.Array
@@ -89,6 +135,7 @@ class PayloadDetectorState(NamedTuple):
     alarmed: jax.Array
     snapshots: jax.Array
     baseline: jax.Array
+    onsets: OnsetBank
 
 
 class PayloadDetector(eqx.Module):
@@ -126,27 +173,31 @@ class PayloadDetector(eqx.Module):
     def init(self, params, dtype) -> PayloadDetectorState:
         """Nothing seen; ``params`` (p,) the learner's parameters."""
         params = jnp.asarray(params, dtype)
-        fits = len(WINDOWS) + 1
+        fits, p = len(WINDOWS) + 1, params.shape[-1]
         return PayloadDetectorState(
             A=jnp.zeros((fits, 10, 10), dtype), b=jnp.zeros((fits, 10), dtype), since=jnp.zeros((), jnp.int32),
-            alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, params.shape[-1])), baseline=params,
+            alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, p)), baseline=params,
+            onsets=OnsetBank(jnp.zeros((p, ONSETS, 10), dtype), jnp.zeros((ONSETS, 10, 10), dtype),
+                             jnp.zeros((ONSETS, 10), dtype), jnp.zeros(ONSETS, jnp.int32), jnp.zeros(ONSETS, dtype)),
         )
 
     def fits(self, state: PayloadDetectorState, correlation, rate):
-        """The ridge fits of the body's change: each window's, then the change's since the last
-        alarm (see the module docstring).
+        """The ridge fits of the body's change: each window's, the change's since the last
+        alarm, then each onset's (see the module docstring).
 
         Returns:
-            ``(Delta, std)``: (3, 10) the fitted changes and (3, 10) their entries' standard
-            deviations, the errors' correlation time counted (the payload prior's own before
-            any sample).
+            ``(Delta, mass_std)``: (3 + H, 10) the fitted changes and (3 + H,) their masses'
+            standard deviations, the errors' correlation time counted (the payload prior's own
+            before any sample).
         """
         dtype = state.b.dtype
-        cov = rls.spd_solve(state.A + jnp.diag(1.0 / jnp.asarray(self.prior, dtype) ** 2), jnp.eye(10, dtype=dtype))
+        A, b = (jnp.concatenate([x, y]) for x, y in ((state.A, state.onsets.A), (state.b, state.onsets.b)))
+        mass = jnp.broadcast_to(jnp.eye(10, dtype=dtype)[0], b.shape)
+        solved = rls.spd_solve(A + jnp.diag(1.0 / jnp.asarray(self.prior, dtype) ** 2), jnp.stack([b, mass], -1))
         # an exponential window's weights count twice in its variance: 1 / (1 + lam)
-        weights = jnp.concatenate([1.0 / (1.0 + self._lam(dtype, rate)), jnp.ones(1, dtype)])
-        variance = jnp.diagonal(cov, axis1=-2, axis2=-1) * weights[:, None]
-        return jnp.einsum("fij,fj->fi", cov, state.b), jnp.sqrt(jnp.maximum(variance, 0.0) * jnp.maximum(correlation, 1.0))
+        weights = jnp.concatenate([1.0 / (1.0 + self._lam(dtype, rate)), jnp.ones(1 + ONSETS, dtype)])
+        variance = solved[:, 0, 1] * weights * jnp.maximum(correlation, 1.0)
+        return solved[..., 0], jnp.sqrt(jnp.maximum(variance, 0.0))
 
     def _lam(self, dtype, rate):
         """(2,) the windows' forgetting factors per sample."""
@@ -156,60 +207,102 @@ class PayloadDetector(eqx.Module):
         """() bool: within ``hold`` seconds after an alarm (the learner learns the body only)."""
         return state.alarmed & (state.since < jnp.asarray(self.hold, state.b.dtype) * rate)
 
-    def step(self, state: PayloadDetectorState, Y, e, params, columns: slice, correlation, rate, valid, Y_noise, e_baseline):
-        """Test the body's parameters for a change, then learn the sample into the window.
+    def step(self, state: PayloadDetectorState, Xw, ew, r, L, e_baseline, params, mass, columns: slice, correlation,
+             rate, valid):
+        """Test the body's parameters for a change, then learn the sample into the fits.
 
         Args:
-            Y: (n, 10) the body's regressor columns, rows whitened by each joint's noise std
-                and by the errors' prior covariance.
-            e: (n,) the learner's prior errors, whitened the same way.
-            params: (p,) the learner's current parameters; ``columns`` the body's among them.
-            Y_noise, e_baseline: (n, 10) the body's regressor columns and (n,) the errors under
-                :attr:`PayloadDetectorState.baseline`, whitened by each joint's noise std only
-                (for the change's fit against the baseline).
+            Xw: (n, p) the learner's rows and ew: (n,) its prior errors, whitened by each
+                joint's noise std.
+            r: (n,) each row's widening, the inverse square root of its band's excess.
+            L: (n, n) the Cholesky factor of the widened errors' prior covariance: the fits'
+                rows and errors are ``L^-1 r X`` and ``L^-1 r e``.
+            e_baseline: (n,) the errors under :attr:`PayloadDetectorState.baseline`, whitened
+                by the noise std (for the change's fit against the baseline).
+            params: (p,) the learner's current parameters; ``columns`` the body's among them;
+                mass: () kg, the body's learned mass.
             correlation: () the errors' integrated autocorrelation time, samples (>= 1).
             rate: samples per second.
             valid: () bool; an invalid sample changes nothing.
 
         Returns:
-            ``(state, alarm, baseline, change, std)``: the new state, () bool, the learner's
-            parameters before the change (p,) (to restore on an alarm), and the change since
-            the last alarm (10,) with its entries' standard deviations (10,), both fitted to
-            the samples before this one.
+            ``(state, alarm, baseline, change, std, signature)``: the new state, () bool, the
+            learner's parameters before the change (p,) (to restore on an alarm), the change
+            since the last alarm (10,) with its mass's standard deviation (), both fitted
+            to the samples before this one, and each onset's signature (n, H, 10) for
+            :meth:`absorb` once the learner has learned the sample.
         """
         dtype = state.b.dtype
         rate = jnp.asarray(rate, dtype)
-        # two windows: the long one for small changes, a third as long for quick large ones
-        # (an exponential window dilutes a change with what came before it)
-        lam = self._lam(dtype, rate)
+        min_mass, z_min = jnp.asarray(self.min_mass, dtype), jnp.asarray(self.z, dtype)
         # the fits to the samples before this one
         estimate, std = self.fits(state, correlation, rate)
+        change = len(WINDOWS)  # then the change since the last alarm, then the onsets
+        m, m_std = estimate[change + 1 :, 0], std[change + 1 :]
         wait = jnp.where(state.alarmed, jnp.asarray(self.hold, dtype), jnp.asarray(self.arm_after, dtype))
         armed = state.since >= wait * rate
-        mass = jnp.abs(estimate[:2, 0])
-        passes = (mass >= jnp.array(STRICTER_MASS, dtype) * jnp.asarray(self.min_mass, dtype)) & (
-            mass >= jnp.array(STRICTER_Z, dtype) * jnp.asarray(self.z, dtype) * std[:2, 0])
-        ready = jnp.stack([state.since >= SHORT_AFTER, jnp.ones((), bool)])  # (short, long) windows
-        passes = passes & ready
-        alarm = valid & armed & jnp.any(passes)
+        # two windows: the long one for small changes, a third as long for quick large ones
+        # (an exponential window dilutes a change with what came before it)
+        mass_change = jnp.abs(estimate[:change, 0])
+        passes = (mass_change >= jnp.array(STRICTER_MASS, dtype) * min_mass) & (
+            mass_change >= jnp.array(STRICTER_Z, dtype) * z_min * std[:change])
+        passes = passes & jnp.stack([state.since >= SHORT_AFTER, jnp.ones((), bool)])  # (short, long) windows
+        # and each onset's fit: a change since then, of a mass the body can lose
+        bank = state.onsets
+        onset_passes = ((bank.age >= jnp.maximum(ONSET_AGE * rate, 1.0)) & (jnp.abs(m) >= ONSET_MASS * min_mass)
+                        & (jnp.abs(m) >= z_min * m_std) & (bank.mass + m + FEASIBLE_Z * m_std >= 0.0))
+        alarm = valid & armed & (jnp.any(passes) | jnp.any(onset_passes))
         # snapshots of the learner's parameters every window; on an alarm, the baseline is
-        # the newest one at least two windows old
+        # the newest one at least two windows old or, on an onset's alarm, the newest one
+        # taken an onset spacing before that onset (the change cannot have bent it)
         every = jnp.maximum(jnp.round(jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
         due = valid & (state.since % every == 0)
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
-        baseline = state.snapshots[-1]
+        spacing = jnp.maximum(jnp.round(ONSET_SPACING * rate), 1).astype(jnp.int32)
+        fired = jnp.argmax(jnp.where(onset_passes, jnp.abs(m) / m_std, -1.0))
+        ages = (state.since - 1) % every + 1 + every * jnp.arange(SNAPSHOTS)  # samples ago, newest first
+        before = ages >= bank.age[fired] + spacing
+        chosen = jnp.where(jnp.any(onset_passes) & jnp.any(before), jnp.argmax(before), SNAPSHOTS - 1)
+        baseline = state.snapshots[chosen]
+        # once armed, a new onset every ONSET_SPACING s replaces the oldest
+        spawn = valid & armed & (state.since % spacing == 0)
+        new = spawn & (jnp.arange(ONSETS) == jnp.argmax(jnp.where(bank.age == 0, jnp.iinfo(jnp.int32).max, bank.age)))
+        active = new | (bank.age > 0)
+        D = jnp.where(new[None, :, None], 0.0, bank.D)
+        # a change at an onset moves the errors by its signature: the body's columns less
+        # what the learner has absorbed of it
+        Y = Xw[:, columns]
+        n = Y.shape[0]
+        signature = jnp.where(active[None, :, None], Y[:, None] - (Xw @ D.reshape(D.shape[0], -1)).reshape(n, ONSETS, 10), 0.0)
+        whiten = jax.scipy.linalg.solve_triangular(L, jnp.diag(r), lower=True)  # L^-1 r: one small solve
+        whitened = whiten @ jnp.concatenate([ew[:, None], Y, signature.reshape(n, -1)], axis=1)
+        eb, Yb, Sb = whitened[:, 0], whitened[:, 1:11], whitened[:, 11:].reshape(n, ONSETS, 10)
         # the windows forget, the change since the alarm does not; one product for all sums
-        z = jnp.concatenate([Y, e[:, None], Y_noise, e_baseline[:, None]], axis=1)
-        Z = z.T @ z
+        zz = jnp.concatenate([Yb, eb[:, None], Y * r[:, None], (e_baseline * r)[:, None]], axis=1)
+        Z = zz.T @ zz
         YY = jnp.stack([Z[:10, :10], Z[:10, :10], Z[11:21, 11:21]])  # (short, long, change)
         Ye = jnp.stack([Z[:10, 10], Z[:10, 10], Z[11:21, 21]])
-        keep = jnp.concatenate([lam, jnp.ones(1, dtype)])
+        keep = jnp.concatenate([self._lam(dtype, rate), jnp.ones(1, dtype)])
         A = jnp.where(valid, keep[:, None, None] * state.A + YY, state.A)
         b = jnp.where(valid, keep[:, None] * state.b + Ye, state.b)
-        new = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
-                                   state.baseline)
-        # after an alarm: empty fits, snapshots of the restored baseline
-        restart = PayloadDetectorState(jnp.zeros_like(A), jnp.zeros_like(b), jnp.zeros((), jnp.int32), jnp.ones((), bool),
-                                       jnp.broadcast_to(baseline, snapshots.shape), baseline)
-        new = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new, restart)
-        return new, alarm, baseline, estimate[-1], std[-1]
+        fresh = new[:, None]
+        onsets = OnsetBank(
+            D=D, A=jnp.where(fresh[..., None], 0.0, bank.A) + jnp.einsum("nhk,nhl->hkl", Sb, Sb),
+            b=jnp.where(fresh, 0.0, bank.b) + jnp.einsum("nhk,n->hk", Sb, eb),
+            age=jnp.where(new, 1, jnp.where(active, bank.age + 1, 0)), mass=jnp.where(new, mass, bank.mass))
+        onsets = jax.tree.map(lambda a, f: jnp.where(valid, a, f), onsets, bank)
+        new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
+                                         state.baseline, onsets)
+        # after an alarm: empty fits and onsets, snapshots of the restored baseline
+        empty = self.init(baseline, dtype)
+        restart = empty._replace(alarmed=jnp.ones((), bool), snapshots=jnp.broadcast_to(baseline, snapshots.shape))
+        new_state = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new_state, restart)
+        signature = jnp.where(valid & ~alarm, signature, 0.0)
+        return new_state, alarm, baseline, estimate[change], std[change], signature
+
+    def absorb(self, state: PayloadDetectorState, gain, signature) -> PayloadDetectorState:
+        """Follow how much of each onset's change the learner has absorbed, once it has
+        learned the sample: ``D += K S``, ``gain`` (p, n) its ``K`` (``w += K e``)."""
+        bank = state.onsets
+        absorbed = (gain @ signature.reshape(signature.shape[0], -1)).reshape(bank.D.shape)
+        return state._replace(onsets=bank._replace(D=bank.D + absorbed))

@@ -321,6 +321,7 @@ class Innovation(NamedTuple):
         covariance: ``(..., m, m)`` ``S = lam I + G``, the prior errors' covariance.
         standardized: ``(..., m)`` ``S^-1 e``.
         explained: ``(..., m)`` the diagonal of ``S^-1 G``.
+        gain: ``(..., p, m)`` ``K``, the update ``w <- w + K e`` (``P_new X'``).
     """
 
     error: jax.Array
@@ -328,6 +329,7 @@ class Innovation(NamedTuple):
     covariance: jax.Array
     standardized: jax.Array
     explained: jax.Array
+    gain: jax.Array
 
 
 def block_update(
@@ -395,7 +397,8 @@ def block_update(
     else:
         P_new = (P - PXt @ Kt) / lam2
     P_new = _bound_trace(_sym(P_new), max_trace)
-    return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, jnp.sum(Kt * X, axis=-1))
+    return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, jnp.sum(Kt * X, axis=-1),
+                                                  jnp.swapaxes(Kt, -1, -2))
 
 
 def _eigen_update(w, P, G, V, g, C, forget, err, lam, max_trace):
@@ -413,7 +416,7 @@ def _eigen_update(w, P, G, V, g, C, forget, err, lam, max_trace):
     D = jnp.sqrt(jnp.abs(d))[..., None] * C
     P_new = _bound_trace(P + jnp.swapaxes(D, -1, -2) @ (jnp.sign(d)[..., None] * D), max_trace)
     innovation = Innovation(err, G, jnp.eye(g.shape[-1], dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
-                            jnp.einsum("...ik,...k->...i", V**2, g * inv))
+                            jnp.einsum("...ik,...k->...i", V**2, g * inv), jnp.einsum("...ki,...k,...mk->...im", C, inv, V))
     return RLSState(w=w_new, P=P_new), innovation
 
 

@@ -398,12 +398,10 @@ class RobotLearner(Learner):
             # learner has not yet learned does not look like a payload
             L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * (XP @ Xw.T) * r[None, :]))
             columns = self._columns
-            Yd = Xw[:, columns] * r[:, None]
-            whitened = jax.scipy.linalg.solve_triangular(L, jnp.concatenate([(ew * r)[:, None], Yd], axis=1), lower=True)
-            eb, Yb = whitened[:, 0], whitened[:, 1:]
-            detector, alarm, baseline, fitted, fitted_std = self.detector.step(
-                state.detector, Yb, eb, state.rls.w, columns, correlation, rate, valid,
-                Yd, (target - X @ state.detector.baseline) / scale * r)
+            body_mass = jnp.asarray(self.model.inertia, dtype)[self.body, 0] + state.rls.w[columns.start]
+            detector, alarm, baseline, fitted, fitted_std, signature = self.detector.step(
+                state.detector, Xw, ew, r, L, (target - X @ state.detector.baseline) / scale, state.rls.w, body_mass, columns,
+                correlation, rate, valid)
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
@@ -422,6 +420,8 @@ class RobotLearner(Learner):
 
         lam = jnp.asarray(self.lam, dtype)
         rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets, XP=XP)
+        if self.detector is not None:
+            detector = self.detector.absorb(detector, innovation.gain, signature)
 
         # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
         # update after directional forgetting is one with lam = 1)
@@ -455,7 +455,7 @@ class RobotLearner(Learner):
             change = jnp.where(fitted_since, fitted, rls_state.w[columns] - detector.baseline[columns])
             mass = change[0]
             com = change[1:4] / jnp.where(jnp.abs(mass) > 0, mass, 1.0)
-            extra = PayloadTrace(mass, jnp.where(fitted_since, fitted_std[0], learned_std), com)
+            extra = PayloadTrace(mass, jnp.where(fitted_since, fitted_std, learned_std), com)
 
         learned = RobotState(
             rls=rls_state, count=state.count + 1, rejected=state.rejected, alarms=state.alarms + alarm,
