@@ -78,7 +78,7 @@ SHORT_AFTER = 3000
 ONSETS = 6
 ONSET_SPACING = 0.5
 #: s of samples an onset's fit has before it is tested (fewer fit a transient, not a change).
-ONSET_AGE = 0.25
+ONSET_AGE = 0.5
 #: An onset's fit raises an alarm at ``ONSET_MASS min_mass`` and ``z`` standard deviations, ...
 ONSET_MASS = 4.0 / 3.0
 #: ... and only if it is a mass the body can lose: its mass at the onset plus the change is
