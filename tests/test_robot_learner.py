@@ -223,17 +223,22 @@ def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
     rows = rng.normal(size=(T, n, p))
     y = np.einsum("tnp,p->tn", rows, theta) + 0.01 * rng.standard_normal((T, n))
     changed = y + (np.arange(T) >= t0)[:, None] * (rows[:, :, columns] @ delta)
-    prior = rls.RLSState(jnp.zeros(p), jnp.eye(p))
-    learned, plain, state = prior, prior, detector.init(jnp.zeros(p), jnp.float64)
-    for k in range(T):
-        X = jnp.asarray(rows[k])
-        error = changed[k] - X @ learned.w
+
+    @jax.jit
+    def step(carry, sample):
+        learned, plain, state = carry
+        X, target, untouched = sample
+        error = target - X @ learned.w
         state, alarm, *_, signature = detector.step(state, X, error, jnp.ones(n), jnp.eye(n), error, learned.w, 1.0,
                                                     columns, 1.0, rate, True)
-        assert not bool(alarm)
-        learned, _ = rls.block_update(learned, X, changed[k], 0.99, directional=True, XP=X @ learned.P)
-        plain, _ = rls.block_update(plain, X, y[k], 0.99, directional=True, XP=X @ plain.P)
-        state = detector.absorb(state, learned.P @ X.T, signature)
+        learned, _ = rls.block_update(learned, X, target, 0.99, directional=True, XP=X @ learned.P)
+        plain, _ = rls.block_update(plain, X, untouched, 0.99, directional=True, XP=X @ plain.P)
+        return (learned, plain, detector.absorb(state, learned.P @ X.T, signature)), alarm
+
+    prior = rls.RLSState(jnp.zeros(p), jnp.eye(p))
+    (learned, plain, state), alarms = jax.lax.scan(step, (prior, prior, detector.init(jnp.zeros(p), jnp.float64)),
+                                                   (jnp.asarray(rows), jnp.asarray(changed), jnp.asarray(y)))
+    assert not np.any(np.asarray(alarms))
     h = int(np.argmax(np.asarray(state.onsets.age) == T - t0))
     assert int(state.onsets.age[h]) == T - t0
     np.testing.assert_allclose(learned.w - plain.w, state.onsets.D[:, h] @ delta, atol=1e-9)
