@@ -195,12 +195,13 @@ def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():
     baseline, delta = rng.normal(size=p), 0.5 * np.asarray(detector.prior) * rng.normal(size=10)
     state = detector.init(jnp.zeros(p), jnp.float64)._replace(alarmed=jnp.ones((), bool), baseline=jnp.asarray(baseline))
     A, b = np.zeros((10, 10)), np.zeros(10)
+    step = jax.jit(lambda state, rows, e_baseline, valid: detector.step(
+        state, rows, jnp.zeros(n), jnp.ones(n), jnp.eye(n), e_baseline, jnp.zeros(p), 1.0, columns, 1.0, 1000.0, valid))
     for k in range(200):
         rows = rng.normal(size=(n, p))
         target = rows @ baseline + rows[:, columns] @ delta + 0.01 * rng.standard_normal(n)
         valid = k != 7  # an invalid sample counts for nothing
-        state, alarm, *_ = detector.step(state, rows, np.zeros(n), np.ones(n), np.eye(n), target - rows @ baseline,
-                                         jnp.zeros(p), 1.0, columns, 1.0, 1000.0, valid)
+        state, alarm, *_ = step(state, rows, target - rows @ baseline, valid)
         assert not bool(alarm)
         if valid:
             A, b = A + rows[:, columns].T @ rows[:, columns], b + rows[:, columns].T @ (target - rows @ baseline)
