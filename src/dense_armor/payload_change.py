@@ -86,6 +86,11 @@ ONSET_MASS = 4.0 / 3.0
 FEASIBLE_Z = 4.0
 
 
+def _samples(seconds, rate) -> jax.Array:
+    """() int32, a period in samples: at least one."""
+    return jnp.maximum(jnp.round(seconds * rate), 1).astype(jnp.int32)
+
+
 def payload_std(mass: float = 5.0, radius: float = 0.2) -> np.ndarray:
     """Prior standard deviations (10,) of a payload change: a mass of about ``mass`` kg whose
     centre of mass and extent are within about ``radius`` m of the link origin."""
@@ -255,10 +260,10 @@ class PayloadDetector(eqx.Module):
         # snapshots of the learner's parameters every window; on an alarm, the baseline is
         # the newest one at least two windows old or, on an onset's alarm, the newest one
         # taken an onset spacing before that onset (the change cannot have bent it)
-        every = jnp.maximum(jnp.round(jnp.asarray(self.window, dtype) * rate), 1).astype(jnp.int32)
+        every = _samples(jnp.asarray(self.window, dtype), rate)
         due = valid & (state.since % every == 0)
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
-        spacing = jnp.maximum(jnp.round(ONSET_SPACING * rate), 1).astype(jnp.int32)
+        spacing = _samples(ONSET_SPACING, rate)
         fired = jnp.argmax(jnp.where(onset_passes, jnp.abs(m) / m_std, -1.0))
         ages = (state.since - 1) % every + 1 + every * jnp.arange(SNAPSHOTS)  # samples ago, newest first
         before = ages >= bank.age[fired] + spacing
