@@ -64,10 +64,8 @@ def crba(model: Model, q):
     :mod:`dense_armor.dynamics.tree`): world placements of the joint frames by pointer jumping
     (:func:`tree.joint_frame_placements`), every body's inertia about the world origin,
     composite inertias as subtree sums ``Ic_j = sum I_k`` (no transforms: all in one frame),
-    ``F_j = Ic_j S_j`` and ``M_ij = S_i . F_j`` for ``i`` an ancestor of ``j``: eight kernels on
-    Panda (six in the loop of a scan), where the CRBA written in scalars, or
-    as a batch of RNEAs with unit accelerations, compiled to dozens of kernels recomputing each
-    other's work.
+    ``F_j = Ic_j S_j`` and ``M_ij = S_i . F_j`` for ``i`` an ancestor of ``j`` (why this layout,
+    not the tree walk: ``docs/design.md``, "Tree walks").
 
     Args:
         model: the robot.

@@ -143,8 +143,7 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     rows = jax.lax.optimization_barrier(rows)
     psi, va = rows[: 6 * n].reshape(6, n, n), [rows[6 * n + k : 6 * n + k + 1] for k in range(12)]
     # F[r, k, c]: component r of body k's force per parameter c, in the body's frame, from the
-    # velocity products, a kernel of their own (in one kernel with psi, Panda's regressor took
-    # 3.5 s to compile instead of 1)
+    # velocity products, a kernel of their own (fused with psi, the regressor compiles far slower)
     terms = tr.unstack_rows(tr.stack_rows([va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in _TERMS]), len(_TERMS))
     F = jnp.stack([
         jnp.stack([jnp.stack([_combine(_COEFFICIENTS[5 * h + col, r], terms)[0] for col in range(5)], -1) for h in range(2)], -2).reshape(n, 10)
@@ -164,8 +163,8 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
     velocities and accelerations composed down the tree by pointer jumping, each body's force
     per parameter in its own frame (integer combinations of its acceleration and of products of
     its velocity's components), and every joint's motion subspace in the frame of each body below it,
-    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``. Compiled, a chain of small kernels (13 on Panda),
-    each reading the one before.
+    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``. Compiled, a chain of small kernels, each reading
+    the one before.
 
     Args:
         model: the robot.
