@@ -484,7 +484,8 @@ class RobotEstimate(NamedTuple):
 
     Attributes:
         mass: (B,) kg. com: (B, 3) m. inertia: (B, 3, 3) about the centre of mass, kg m^2.
-        parameters: (B, 10) the consistent parameters (the order of :mod:`dense_armor.spatial`, ``I`` about the origin).
+        parameters: (B, 10) the consistent parameters (the order of :mod:`dense_armor.spatial`,
+            ``I`` about the origin).
         learned: (B, 10) the learned parameters before the projection.
         projected: (B,) bool, the projection moved a body (its learned parameters were not
             physically consistent).
