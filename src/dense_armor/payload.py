@@ -353,7 +353,8 @@ class PayloadEstimate(NamedTuple):
         mass: () kg.
         com: (3,) centre of mass, m.
         inertia: (3, 3) rotational inertia about the centre of mass, kg m^2.
-        parameters: (10,) ``(m, m c, I_o)`` with ``I_o`` about the link origin (the order of :mod:`dense_armor.spatial`).
+        parameters: (10,) ``(m, m c, I_o)`` with ``I_o`` about the link origin (the order of
+            :mod:`dense_armor.spatial`).
         viscous: (n,) N m s/rad; coulomb: (n,) N m; offset: (n,) N m.
         noise_std: () running estimate of the torque-noise standard deviation, N m (NaN before
             there are more equations than excited parameters).
