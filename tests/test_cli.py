@@ -370,6 +370,7 @@ def wall(tmp_path_factory):
             "t": t, "cols": cols}
 
 
+@pytest.mark.slow
 def test_replay_with_the_robot_learner_reports_json(capsys, wall):
     import json
 

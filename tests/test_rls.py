@@ -380,7 +380,7 @@ def test_reopen_adds_to_the_diagonal_and_keeps_the_weights():
     assert opened.P.dtype == s.P.dtype
 
 
-@pytest.mark.parametrize("joseph", [False, True])
+@pytest.mark.parametrize("joseph", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_block_update_given_its_product_is_the_same_update(joseph):
     """With ``XP`` given, directional forgetting and the update are one correction of P (X P_f =
     X P / lam): the same state, innovation and gain as forgetting P first; rank-deficient rows too."""

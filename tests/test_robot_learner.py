@@ -63,6 +63,7 @@ def test_the_first_prediction_is_the_urdf_and_the_prior_is_proper():
         Prior(relative=0.0, mass_floor=0.0).std(VERTICAL)
 
 
+@pytest.mark.slow
 def test_it_learns_rotor_inertia_friction_and_a_payload_and_predicts_better_than_the_urdf():
     q, qd, qdd = _motion(3000, seed=1)
     rng = np.random.default_rng(2)
@@ -94,6 +95,7 @@ def test_a_model_armature_is_the_prior_mean_of_the_learned_armature():
     np.testing.assert_allclose(robot_estimate(learner, state).armature[1], 0.02, atol=0.002)
 
 
+@pytest.mark.slow
 def test_unexcited_directions_stay_exactly_at_the_prior():
     """Planar arm, gravity along the joint axes: only a few combinations of the inertial
     parameters move the torques. In the prior's own coordinates (each parameter over its prior
@@ -133,6 +135,7 @@ def test_the_report_is_physically_consistent():
             np.testing.assert_allclose(est.parameters[k], est.learned[k])
 
 
+@pytest.mark.slow
 def test_scan_equals_a_loop_of_steps_and_vmap_equals_a_loop():
     q, qd, qdd = _motion(60, seed=6)
     tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.2)
@@ -166,6 +169,7 @@ def test_the_residual_is_trusted_only_once_it_explains_the_urdf_error_and_stays_
     assert np.abs(np.asarray(out.prediction)).max() <= 1.0
 
 
+@pytest.mark.slow
 def test_a_payload_picked_up_is_detected_and_measured_from_the_baseline():
     rate, T, change = 200.0, 4000, 2400
     q, qd, qdd = _motion(T, rate=rate, seed=8)
@@ -247,6 +251,7 @@ def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
     np.testing.assert_allclose(fitted[3 + h], delta, atol=0.02)  # after the windows' fits and the change's
 
 
+@pytest.mark.slow
 def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
     rate, T = 200.0, 6000
     q, qd, qdd = _motion(T, rate=rate, seed=10)
@@ -263,6 +268,7 @@ def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
     assert not np.any(np.asarray(out.alarm))
 
 
+@pytest.mark.slow
 def test_the_errors_excess_is_learned_per_speed_band():
     # errors four times the noise while a joint moves slowly (friction's misfit at low speed):
     # the detector sees those samples with their own variance, the rest unchanged
