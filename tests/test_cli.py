@@ -392,6 +392,7 @@ def test_replay_with_the_robot_learner_reports_json(capsys, wall):
     assert "one-second windows with the learner over 10 % worse than the URDF: 0 of 12" in out
 
 
+@pytest.mark.slow
 def test_state_out_then_in_continues_bit_exactly(capsys, wall):
     cols = dict(wall["cols"])
     for j, name in enumerate(wall["model"].joint_names):

@@ -241,6 +241,7 @@ def test_step_compiles_once_across_calls_and_across_parses_of_one_urdf():
     chex.clear_trace_counter()
 
 
+@pytest.mark.slow
 def test_save_load_is_bit_exact(tmp_path):
     learner = _innovation_learner(lam=0.99)
     traj, _ = drift_batch([6], length=240)
@@ -366,6 +367,7 @@ def test_innovation_trigger_stays_quiet_on_a_long_unchanging_run():
 # --- covariance wind-up (issue 4, part 3) -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_covariance_windup_at_rest_by_default():
     """200 exciting samples, 2000 at rest, 200 exciting; lam = 0.95; 20 seeds. The covariance
     block of the excited features stays bounded and the error after motion resumes is what it

@@ -194,6 +194,7 @@ def test_a_urdf_in_its_declared_encoding(tmp_path):
         parse_urdf(tmp_path / "bad.urdf")
 
 
+@pytest.mark.slow
 def test_many_fixed_links_parse_in_linear_time():
     links = "".join(f'<link name="l{k}"/><joint name="f{k}" type="fixed"><parent link="link2"/><child link="l{k}"/></joint>'
                     for k in range(20000))

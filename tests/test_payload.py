@@ -183,6 +183,7 @@ def test_full_payload_in_a_tool_frame_behind_a_fixed_joint():
     np.testing.assert_allclose(report.viscous, 0.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_scan_replay_equals_a_loop_of_steps(seed):
     nominal, _, train, tau, _, _ = seed
     learner = _learner(nominal, lam=0.97)
