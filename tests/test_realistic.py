@@ -10,7 +10,8 @@ pytest.importorskip("mujoco")
 from realistic import case  # noqa: E402  (benchmarks/, on the path through conftest.py)
 
 
-@pytest.mark.parametrize("robot, seed", [pytest.param("panda", 0, marks=pytest.mark.slow), pytest.param("ur5", 1, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("robot, seed", [("panda", 0), ("ur5", 1)])
 def test_a_pick_up_on_a_mujoco_arm_logged_as_real_robots_log(robot, seed):
     r = case(robot, 100.0, "pick", seed, duration=40.0)
     assert r["false_alarms"] == 0 and not r["missed"] and r["delay"] <= 3.0, r
