@@ -15,8 +15,11 @@ from dense_armor.model import Model
 
 
 def _frame_placements(model: Model, world, frames, dtype):
-    """Placements ``(R, p)`` of the given frames, as lanes: each frame's body placement composed
-    with the frame's fixed placement in that body (frames of the base keep the latter)."""
+    """Placements ``(R, p)`` of the given frames, as lanes, from the joint frames' world
+    placements ``world`` (:func:`tree.joint_frame_placements`): each frame's fixed placement in
+    its body's link frame, turned into the body's joint frame (by ``B^T``, :func:`tree.axis_basis`
+    of its joint axis; a fixed placement, which a scan computes once), composed with the joint
+    frame's (frames of the base keep the former)."""
     frames = np.asarray(frames)
     bodies = np.asarray(model.frame_bodies)[frames]
     on_base = bodies < 0
@@ -24,7 +27,10 @@ def _frame_placements(model: Model, world, frames, dtype):
     (body,) = tr.rows(packed, 12, np.where(on_base, 0, bodies))
     R_f, p_f = (jnp.asarray(x, dtype)[frames] for x in (model.frame_rotation, model.frame_translation))
     local = (tuple(tuple(R_f[:, r, c] for c in range(3)) for r in range(3)), tuple(p_f[:, k] for k in range(3)))
-    composed = spatial.compose(tr.placement_lanes(body), local)
+    axis = tr.lanes(jnp.asarray(model.axis, dtype)[np.where(on_base, 0, bodies)], dtype)
+    B_T = spatial.transpose(tr.axis_basis(axis))
+    in_joint_frame = spatial.matmul(B_T, local[0]), spatial.matvec(B_T, local[1])
+    composed = spatial.compose(tr.placement_lanes(body), in_joint_frame)
     return tr.placement_lanes([jnp.where(on_base, b, a) for a, b in zip(tr.placement_values(composed), tr.placement_values(local))])
 
 
@@ -42,7 +48,8 @@ def forward_kinematics(model: Model, q):
     """
     dtype, (q,) = tr.check(model, q=q)
     q, _, _ = tr.joint_values(model, dtype, q)
-    R, p = _frame_placements(model, tr.world_placements(model, q, dtype), np.arange(len(model.frame_names)), dtype)
+    world, _ = tr.joint_frame_placements(model, q, dtype)
+    R, p = _frame_placements(model, world, np.arange(len(model.frame_names)), dtype)
     return jnp.stack([jnp.stack(row, -1) for row in R], -2), jnp.stack(p, -1)
 
 
@@ -75,9 +82,10 @@ def frame_jacobian(model: Model, q, frame: str | int):
     """
     frame = model.frame_index(frame)
     dtype, (q,) = tr.check(model, q=q)
-    R, p = tr.world_placements(model, tr.joint_values(model, dtype, q)[0], dtype)
-    w, v = motion_subspaces(tr.prismatic_mask(model), spatial.matvec(R, tr.lanes(model.axis, dtype)), p)
-    _, origin = _frame_placements(model, (R, p), np.full(model.n_bodies, frame), dtype)
+    world, _ = tr.joint_frame_placements(model, tr.joint_values(model, dtype, q)[0], dtype)
+    R, p = world
+    w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
+    _, origin = _frame_placements(model, world, np.full(model.n_bodies, frame), dtype)
     linear = spatial.add(v, spatial.cross(w, origin))
     mask = _ancestors(model, model.frame_bodies[frame])
     J = jnp.stack([jnp.where(mask, x, 0.0) for x in (*linear, *w)])  # (6, B) per joint

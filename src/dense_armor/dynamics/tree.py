@@ -332,26 +332,6 @@ def _doubling(parents) -> list:
     return steps
 
 
-def world_placements(model: Model, q, dtype) -> tuple:
-    """World placement ``(R, p)`` of every body (its link frame), as lanes.
-
-    The joint placements, ``R = c R0 + s R0 [a] + (1 - c) (R0 a) a^T`` with ``c, s`` the cosine
-    and sine of ``q`` (``p = p0 + q R0 a`` for a prismatic joint), are whole-array operations,
-    composed over the tree by :func:`pointer_jumping`.
-
-    The cosines and sines fuse into the first stage's gather, which evaluates them again for
-    every element it writes; :func:`joint_frame_placements` avoids that.
-    """
-    prismatic = prismatic_mask(model)
-    R0, p0, axis = (jnp.asarray(x, dtype) for x in (model.joint_rotation, model.joint_translation, model.axis))
-    u = R0[:, :, 0] * axis[:, :1] + R0[:, :, 1] * axis[:, 1:2] + R0[:, :, 2] * axis[:, 2:]  # R0 a, elementwise: fuses
-    c = jnp.where(prismatic, 1.0, jnp.cos(q))[:, None, None]
-    s = jnp.where(prismatic, 0.0, jnp.sin(q))[:, None, None]
-    R = c * R0 + s * jnp.cross(R0, axis[:, None, :]) + (1.0 - c) * u[:, :, None] * axis[:, None, :]
-    p = p0 + jnp.where(prismatic, q, 0.0)[:, None] * u
-    return pointer_jumping(model, jnp.concatenate([R.reshape(-1, 9), p], -1).reshape(-1, 2, 6))
-
-
 def joint_frame_placements(model: Model, q, dtype) -> tuple:
     """World placement ``(R, p)`` of every joint frame (:func:`joint_frames`), as lanes, and the
     bodies' inertial parameters in them (10 lanes).
@@ -379,7 +359,7 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
     return pointer_jumping(model, own, parent), tuple(x[12:22])
 
 
-def pointer_jumping(model: Model, local, parent: list | None = None) -> tuple:
+def pointer_jumping(model: Model, local: list, parent: list) -> tuple:
     """Compose joint placements into world placements, as lanes ``(R, p)``.
 
     In ``ceil(log2(depth))`` stages every body folds in the placement of the ancestor ``2^s``
@@ -388,21 +368,15 @@ def pointer_jumping(model: Model, local, parent: list | None = None) -> tuple:
     with it.
 
     Args:
-        local: every joint's placement in its parent: 12 lanes (:func:`placement_values`), or
-            packed as (n, 2, 6).
+        local: every joint's placement in its parent: 12 lanes (:func:`placement_values`).
         parent: the 12 lanes of every joint's parent (any values for a joint on the base), for
-            a first stage without a gather; read back from ``local`` when ``None``.
+            a first stage without a gather.
     """
     current = local
     for stage, (has, index) in enumerate(_doubling(model.parents)):
-        if stage == 0 and parent is not None:
-            own, up = current, parent
-        else:
-            own, up = rows(current if isinstance(current, jax.Array) else pack(current), 12, np.arange(model.n_bodies), index)
+        own, up = (current, parent) if stage == 0 else rows(pack(current), 12, np.arange(model.n_bodies), index)
         composed = placement_values(spatial.compose(placement_lanes(up), placement_lanes(own)))
         current = [jnp.where(has, a, b) for a, b in zip(composed, own)]
-    if isinstance(current, jax.Array):  # every joint on the base
-        (current,) = rows(current, 12, np.arange(model.n_bodies))
     return placement_lanes(current)
 
 
