@@ -551,33 +551,28 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     w, P = state.rls
     dtype = w.dtype
     n, bodies = learner.model.n, learner.model.n_bodies
-    prior = jnp.diag(jnp.asarray(learner.std, dtype) ** 2)
-    cov = _widened(P, jnp.asarray(learner.std, dtype), _correlation(state.noise))
+    std = jnp.asarray(learner.std, dtype)
+    cov = _widened(P, std, _correlation(state.noise))
     keep = 1.0 / (1.0 + jnp.asarray(threshold, dtype))
 
-    def std(J):  # J (k, p)
-        return jnp.sqrt(jnp.maximum(jnp.einsum("ki,ij,kj->k", J, cov, J), 0.0))
+    def blocks(M):  # (B, 10, 10) each body's block of M
+        return jnp.einsum("kikj->kij", M[: 10 * bodies, : 10 * bodies].reshape(bodies, 10, bodies, 10))
 
-    def unexcited(J):
-        # the data's information on J theta below threshold times the prior's
-        before = jnp.einsum("ki,ij,kj->k", J, prior, J)
-        after = jnp.einsum("ki,ij,kj->k", J, P, J)
-        return after > keep * before
+    def quadratic(J, M):  # (B, k) the variances of J theta, J (B, k, 10) on each body's block of M
+        return jnp.einsum("bki,bij,bkj->bk", J, blocks(M), J)
 
     learned = jnp.asarray(learner.model.inertia, dtype) + w[: 10 * bodies].reshape(bodies, 10)
     consistent = inertial.nearest_consistent(learned)
-    p = w.shape[-1]
-    physical = []
-    for k in range(bodies):
-        J = jnp.zeros((13, p), dtype).at[:, 10 * k : 10 * k + 10].set(jax.jacfwd(_physical)(consistent[k]))
-        physical.append((_physical(consistent[k]), std(J), unexcited(J)))
-    value, spread, flags = (jnp.stack(x) for x in zip(*physical))
-    eye = jnp.eye(p, dtype=dtype)
+    J = jax.vmap(jax.jacfwd(_physical))(consistent)  # (B, 13, 10)
+    value, spread = jax.vmap(_physical)(consistent), jnp.sqrt(jnp.maximum(quadratic(J, cov), 0.0))
+    # the data's information on J theta below threshold times the prior's
+    flags = quadratic(J, P) > keep * quadratic(J, jnp.diag(std**2))
     joint = {}
     for t, term in enumerate(JOINT_TERMS):
         at = slice(10 * bodies + t * n, 10 * bodies + (t + 1) * n)
         urdf = jnp.asarray(learner.model.armature, dtype) if term == "armature" else 0.0  # the others are 0 in a URDF
-        joint[term] = (urdf + w[at], std(eye[at]), unexcited(eye[at]))
+        joint[term] = (urdf + w[at], jnp.sqrt(jnp.maximum(jnp.diagonal(cov)[at], 0.0)),
+                       jnp.diagonal(P)[at] > keep * std[at] ** 2)
     return RobotEstimate(
         mass=value[:, 0], mass_std=spread[:, 0], mass_unexcited=flags[:, 0],
         com=value[:, 1:4], com_std=spread[:, 1:4], com_unexcited=flags[:, 1:4],
