@@ -49,7 +49,7 @@ import math
 import operator
 import threading
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -210,6 +210,11 @@ class Learner(eqx.Module):
     dynamics of every sample in a few wide kernels) and only :meth:`learn` in the ``lax.scan``,
     the same arithmetic as a loop of :meth:`step` calls.
     """
+
+    #: Samples per iteration of :func:`replay`'s loop. Two halve the loop's own cost (counter,
+    #: slices, carry copies), which counts when a step is a few kernels; a step of a hundred
+    #: kernels pays only twice the compile time for it.
+    replay_unroll: ClassVar[int] = 2
 
     def prepare(self, sample: Sample, dtype) -> Prepared:
         """Check, validate and featurise one sample: no state involved.
@@ -377,8 +382,7 @@ def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample, ma
         # Only what needs the state leaves the loop: each output is a write per sample.
         return new, (out.prediction, out.alarm if watching else None, out.extra)
 
-    # Two samples an iteration: the loop's own cost (counter, slices, carry copies) halves.
-    state, (prediction, alarm, extra) = jax.lax.scan(learn, state, (prepared, mask), unroll=2)
+    state, (prediction, alarm, extra) = jax.lax.scan(learn, state, (prepared, mask), unroll=learner.replay_unroll)
     valid = prepared.valid
     nominal = jnp.where(valid[:, None], prepared.nominal, jnp.nan)
     error = prepared.target + nominal - prediction  # tau - prediction; NaN where rejected

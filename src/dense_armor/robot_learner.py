@@ -66,7 +66,7 @@ References:
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -272,6 +272,7 @@ class RobotLearner(Learner):
     link: str = eqx.field(static=True)
     consistent: bool = eqx.field(static=True)
     forgets: bool = eqx.field(static=True)
+    replay_unroll: ClassVar[int] = 1  # a step of a hundred kernels
 
     def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
                  lam: float | None = None, memory: float | None = MEMORY, noise_time: float = 10.0, trust_time: float = 0.01,
