@@ -183,19 +183,29 @@ class ResidualDynamicsLearner:
         self.n = learner.model.n
         with jax.enable_x64(True):
             self.learner = jax.tree.map(jnp.asarray, learner)
-            # learn_one goes through a Stepper: the state packed, the learner compiled in.
-            self._stepper = learners.Stepper(self.learner, self.learner.init(jnp.float64))
+        self._stepper = None
+
+    @property
+    def _steps(self) -> learners.Stepper:
+        """The Stepper that learn_one goes through (the state packed, the learner compiled
+        in), holding the state: made on first use, so that building a learner for its
+        ``learner`` alone (the command line) costs no state."""
+        with self._lock:
+            if self._stepper is None:
+                with jax.enable_x64(True):
+                    self._stepper = learners.Stepper(self.learner, self.learner.init(jnp.float64))
+            return self._stepper
 
     @property
     def state(self):
         """The learner's state pytree (:class:`~dense_armor.learners.LearnerState` or the
         payload learner's), to save, vmap or hand to :mod:`dense_armor.learners`."""
-        return self._stepper.state
+        return self._steps.state
 
     @state.setter
     def state(self, state):
         with jax.enable_x64(True):
-            self._stepper.state = state
+            self._steps.state = state
 
     def _state_arrays(self, q, qd, qdd):
         return tuple(as_float64(v, k, self.n) for k, v in (("q", q), ("qd", qd), ("qdd", qdd)))
@@ -203,7 +213,7 @@ class ResidualDynamicsLearner:
     def learn_one(self, q, qd, qdd, tau) -> "ResidualDynamicsLearner":
         """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``."""
         with self._lock, jax.enable_x64(True):
-            self.last = self._stepper.step(q, qd, qdd, tau)  # checks and casts the arrays itself
+            self.last = self._steps.step(q, qd, qdd, tau)  # checks and casts the arrays itself
         return self
 
     def predict_torque(self, q, qd, qdd) -> np.ndarray:
