@@ -113,10 +113,6 @@ def msub(a, b):
     return tuple(sub(ra, rb) for ra, rb in zip(a, b))
 
 
-def outer(a, b):
-    return tuple(tuple(x * y for y in b) for x in a)
-
-
 def skew(v):
     """``[v]``, the matrix of ``v x .``."""
     zero = 0.0 * v[0]
