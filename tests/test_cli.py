@@ -136,6 +136,7 @@ def test_the_command_asks_for_one_cpu_thread_unless_told_otherwise(monkeypatch, 
     assert cli.console() == 0
     assert os.environ.get("PJRT_NPROC") == expected
 
+
 @pytest.mark.parametrize("command", [[], ["demo"], ["control"], ["replay"], ["info"]])
 def test_help_on_every_command(capsys, command):
     code, out, _ = _run(capsys, *command, "--help")
