@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 #: which the default, concurrency-optimised order spreads over threads that wait on each other.
 CPU_SCHEDULER = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 #: Threads in XLA:CPU's pool (``PJRT_NPROC``): one. A replay is a chain of small kernels; more
-#: threads only hand them from one to another (see ``docs/design.md``, "Dispatch").
+#: threads only hand them from one to another (``docs/design.md``, "XLA:CPU's threads").
 CPU_THREADS = "1"
 
 
