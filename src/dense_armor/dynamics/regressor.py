@@ -13,9 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import spatial
-from dense_armor.dynamics import traversal
 from dense_armor.dynamics import tree as tr
-from dense_armor.dynamics.inverse_dynamics import motions
 from dense_armor.dynamics.mass_matrix import motion_subspaces
 from dense_armor.model import Model
 
@@ -108,7 +106,8 @@ def _compose_motions(upper, lower) -> list:
     return [*P[0], *P[1], *Q[0], *Q[1]]
 
 
-def _regressor(model: Model, q, qd, qdd, dtype):
+def _regressor(model: Model, q, qd, qdd, dtype, bodies: slice = slice(None)):
+    """The regressor's columns (B, 10 K) of the ``bodies`` (K of them), every joint's rows."""
     n = model.n_bodies
     prismatic = tr.prismatic_mask(model)
     root = np.asarray(model.parents) < 0
@@ -134,25 +133,27 @@ def _regressor(model: Model, q, qd, qdd, dtype):
     motion = tr.unstack_rows(tr.accumulate(model, joints, 12, _compose_motions), 12)
     V, A = (tuple(motion[0:3]), tuple(motion[3:6])), (tuple(motion[6:9]), tuple(motion[9:12]))
     S = tr.unstack_rows(joints, 18)[12:]
-    # in each body's frame: its velocity and acceleration, and every joint's motion subspace
-    # psi[j, k] (rows j, columns k)
+    # in the frame of each of the bodies: its velocity and acceleration, and every joint's motion
+    # subspace psi[j, k] (rows j, columns k)
+    R, p, V, A = jax.tree.map(lambda row: row[:, bodies], (R, p, V, A))
     v, acc = spatial.motion_to_child(R, p, V), spatial.motion_to_child(R, p, A)
     S_j = [row.T for row in S]  # (n, 1): joints along the rows
     psi = spatial.motion_to_child(R, p, (tuple(S_j[:3]), tuple(S_j[3:])))
-    rows = jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows([*v[0], *v[1], *acc[0], *acc[1]]).reshape(12, n)])
+    k = p[0].shape[-1]
+    rows = jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows([*v[0], *v[1], *acc[0], *acc[1]]).reshape(12, k)])
     rows = jax.lax.optimization_barrier(rows)
-    psi, va = rows[: 6 * n].reshape(6, n, n), [rows[6 * n + k : 6 * n + k + 1] for k in range(12)]
+    psi, va = rows[: 6 * n].reshape(6, n, k), [rows[6 * n + i : 6 * n + i + 1] for i in range(12)]
     # F[r, k, c]: component r of body k's force per parameter c, in the body's frame, from the
     # velocity products, a kernel of their own (fused with psi, the regressor compiles far slower)
     terms = tr.unstack_rows(tr.stack_rows([va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in _TERMS]), len(_TERMS))
     F = jnp.stack([
-        jnp.stack([jnp.stack([_combine(_COEFFICIENTS[5 * h + col, r], terms)[0] for col in range(5)], -1) for h in range(2)], -2).reshape(n, 10)
+        jnp.stack([jnp.stack([_combine(_COEFFICIENTS[5 * h + col, r], terms)[0] for col in range(5)], -1) for h in range(2)], -2).reshape(k, 10)
         for r in range(6)
     ])
     F = jax.lax.optimization_barrier(F)
     # Y[j, 10 k + c] = psi[j, k] . F[k, c] for j the joint of k or of one of its ancestors
     Y = sum(psi[r][:, :, None] * F[r][None, :, :] for r in range(6))
-    return jnp.where(tr.subtree_mask(model).T[:, :, None], Y, 0.0).reshape(n, 10 * n)
+    return jnp.where(tr.subtree_mask(model).T[:, bodies, None], Y, 0.0).reshape(n, 10 * k)
 
 
 @jax.jit
@@ -179,33 +180,11 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
     return tr.generalized(model, dtype, _regressor(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
 
 
-def _body_columns(model: Model, q, qd, qdd, body: int, dtype, transform=None):
-    """:func:`body_regressor`: after the RNEA's forward pass, each unit parameter's force
-    (:func:`body_force_regressor`) goes up the body's chain to the base, ``tau_i = S_i' f`` on
-    the way."""
-    walk = traversal.walk(model.parents)
-    joints = tr.joints(walk, model, q, dtype)
-    # the pass runs in joint frames, the parameters are the body's in its link frame
-    B = tr.axis_basis(tr.leaf(model.axis, dtype)[body])
-    v, a = (tuple(spatial.matvec(B, x) for x in m) for m in walk.body(motions(walk, model, joints, qd, qdd, dtype), body))
-    forces = body_force_regressor(v, a)
-    if transform is not None:
-        T = tr.leaf(transform, dtype)
-        forces = [jax.tree.map(lambda *fs, k=k: sum(T[l][k] * f for l, f in enumerate(fs)), *forces) for k in range(10)]
-    forces = tuple(tuple(spatial.matTvec(B, x) for x in f) for f in forces)
-    zero = jax.tree.map(lambda _: spatial.ZERO, forces)
-
-    def column(children, joint, own):
-        f = traversal.add(children, traversal.choose(own, forces, zero))
-        return tuple(tr.project(joint.prismatic, x) for x in f), tuple(spatial.force_to_parent(joint.R, joint.p, x) for x in f)
-
-    return walk.array(walk.backward(column, zero, joints, walk.split(np.arange(model.n_bodies) == body, flag=True)))
-
-
 @partial(jax.jit, static_argnums=4)
 def body_regressor(model: Model, q, qd, qdd, body: int, transform=None):
     """The 10 regressor columns (n, 10) of one body: how its inertial parameters move every
-    joint (zero for the joints not between the body and the base).
+    joint (zero for the joints not between the body and the base). The regressor's own pass,
+    with only this body's forces and projections.
 
     Args:
         body: the body's index (static).
@@ -213,4 +192,7 @@ def body_regressor(model: Model, q, qd, qdd, body: int, transform=None):
             ``pi_body = T @ pi'`` instead (say, of a link behind a fixed joint, in its frame).
     """
     dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
-    return tr.generalized(model, dtype, _body_columns(model, *tr.joint_values(model, dtype, q, qd, qdd), body, dtype, transform))
+    columns = _regressor(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype, slice(body, body + 1))
+    if transform is not None:
+        columns = jnp.matmul(columns, jnp.asarray(transform, dtype), precision=jax.lax.Precision.HIGHEST)
+    return tr.generalized(model, dtype, columns)
