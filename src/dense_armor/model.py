@@ -109,12 +109,14 @@ class Model:
         set_(self, "data", data)
         set_(self, "_flat", ((data,), static))  # what the pytree flattening returns, see below
         if isinstance(data, (np.ndarray, jax.Array)):  # not for tree_map placeholders (shardings, None)
-            views = [data[..., start : start + math.prod(shape)].reshape(*data.shape[:-1], *shape)
-                     for start, shape in _spans(static).values()]
             if isinstance(data, jax.core.Tracer):
                 # Each view its own buffer, here: XLA would otherwise slice data again wherever a
                 # view is read, inside the body of any lax.scan the model is used in.
-                views = jax.lax.optimization_barrier(views)
+                views = jax.lax.optimization_barrier(_views(static, data))
+            elif isinstance(data, jax.Array):
+                views = _device_views(static, data)  # one compiled call, not one per view
+            else:
+                views = _views(static, data)
             for key, view in zip(ARRAYS, views):
                 set_(self, key, view)
 
@@ -196,6 +198,14 @@ class Model:
 # A pytree whose flattening is one attribute read: ``attrgetter`` runs in C, where a Python
 # ``tree_flatten`` method costs every jitted call that takes a model (docs/design.md).
 jax.tree_util.register_pytree_node(Model, operator.attrgetter("_flat"), Model._unflatten)
+
+
+def _views(static, data) -> list:
+    """The arrays of :data:`ARRAYS`, each a slice of ``data`` (..., size) reshaped."""
+    return [data[..., start : start + math.prod(shape)].reshape(*data.shape[:-1], *shape) for start, shape in _spans(static).values()]
+
+
+_device_views = jax.jit(_views, static_argnums=0)
 
 
 def _spans(static) -> dict[str, tuple[int, tuple[int, ...]]]:
