@@ -129,6 +129,21 @@ def test_stepper_float32_state_in_two_buffers_and_its_state_is_a_copy():
     assert stepper._step._cache_size() == 1
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_jitted_init_is_the_learners_init(dtype):
+    """``learners.init`` (one compiled program) gives each learner's ``init`` exactly, leaf by
+    leaf, in its dtype."""
+    from dense_armor.payload import PayloadLearner
+    from dense_armor.robot_learner import RobotLearner
+
+    for learner in (_innovation_learner(), PayloadLearner(NOMINAL, lam=0.999), RobotLearner(NOMINAL)):
+        jitted, eager = learners.init(learner, dtype), learner.init(dtype)
+        assert jax.tree.structure(jitted) == jax.tree.structure(eager)
+        for a, b in zip(jax.tree.leaves(jitted), jax.tree.leaves(eager)):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.slow
 def test_vmap_over_learners_with_different_payload_models_equals_loop():
     masses = np.linspace(0.0, 0.7, 8)

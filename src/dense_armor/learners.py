@@ -350,6 +350,13 @@ def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
     return new, output
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def init(learner: Learner, dtype):
+    """``learner.init(dtype)`` compiled as one program: called eagerly, each of its operations
+    is compiled and dispatched on its own (a whole-robot learner's, about 20)."""
+    return learner.init(dtype)
+
+
 @jax.jit
 def step(learner: ResidualLearner, state: LearnerState, sample: Sample) -> tuple[LearnerState, StepOutput]:
     """One jitted prequential step: predict, score, learn. See :meth:`ResidualLearner.step`."""

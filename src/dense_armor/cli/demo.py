@@ -45,7 +45,7 @@ def cmd_demo(args) -> int:
     runs = {}
     for kind in DEMO_LEARNERS:
         learner = build_learner(kind, model, args)
-        state, out = learners.replay(learner, learner.init(jnp.float64), sc.measured)
+        state, out = learners.replay(learner, learners.init(learner, jnp.float64), sc.measured)
         runs[learner_name(kind, args)] = (learner, state, jax.tree.map(np.asarray, out))
     nominal = next(iter(runs.values()))[2].nominal
     c1, c2 = sc.changes
@@ -177,7 +177,7 @@ def cmd_control(args) -> int:
     started = time.perf_counter()
     sc = tracking_scenario(payload=args.payload, rate=args.rate, kp=args.kp, kd=args.kd, plane=args.plane, laps=args.laps)
     learner = build_learner(args.learner, sc.nominal, args)
-    state = learner.init(jnp.float64)
+    state = learners.init(learner, jnp.float64)
     noise = args.sigma * np.random.default_rng(args.seed).standard_normal(sc.reference.q.shape)
     runs = [
         simulate(sc.nominal, sc.real, sc.reference, sc.dt, sc.kp, sc.kd, learner, state,

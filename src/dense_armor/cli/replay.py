@@ -193,13 +193,13 @@ def _run(args, kind: str, make_sink=None):
     if args.state_in:
         with jax.enable_x64(True):
             try:
-                state = learners.load_state(args.state_in, learner.init(jnp.float64), learner)
+                state = learners.load_state(args.state_in, learners.init(learner, jnp.float64), learner)
             except FileNotFoundError:
                 raise UserError(f"--state-in {args.state_in}: no such file") from None
             except ValueError as err:
                 raise UserError(f"--state-in {err}") from None
     else:
-        state = learner.init(jnp.float64)
+        state = learners.init(learner, jnp.float64)
     bar = _progress(args, info.expected)
     sink = None if make_sink is None else make_sink(model)
     compiling = []

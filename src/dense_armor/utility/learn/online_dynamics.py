@@ -193,7 +193,7 @@ class ResidualDynamicsLearner:
         with self._lock:
             if self._stepper is None:
                 with jax.enable_x64(True):
-                    self._stepper = learners.Stepper(self.learner, self.learner.init(jnp.float64))
+                    self._stepper = learners.Stepper(self.learner, learners.init(self.learner, jnp.float64))
             return self._stepper
 
     @property
