@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dense_armor.packing import Layout
+from dense_armor.packing import JOIN_SELECTS, Layout, join
 
 jax.config.update("jax_enable_x64", True)
 
@@ -88,3 +88,16 @@ def test_a_pytree_of_another_shape_is_refused():
     other = _tree() | {"f64": jnp.zeros((4, 3))}
     with pytest.raises(ValueError, match="does not match the layout"):
         layout.pack(other)
+
+
+@pytest.mark.parametrize("length", [3, 6000])
+def test_join_is_a_concatenate_bit_for_bit(length):
+    """Both forms of ``join`` (a chain of selects for a small result, a concatenate for a large
+    one) give ``jnp.concatenate`` exactly, signed zeros and NaN payloads included."""
+    rng = np.random.default_rng(1)
+    parts = [rng.standard_normal(length), np.array([-0.0, 0.0]), np.frombuffer(np.uint64(0x7FF8DEADBEEF0001).tobytes(), np.float64),
+             *(rng.standard_normal(k) for k in range(1, 10))]
+    expected = np.concatenate(parts)
+    assert (len(parts) * len(expected) > JOIN_SELECTS) == (length == 6000)
+    joined = jax.jit(lambda *p: join(p))
+    np.testing.assert_array_equal(np.asarray(joined(*parts)).view(np.uint64), expected.view(np.uint64))

@@ -61,7 +61,7 @@ from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics import generalized_gravity, rnea
 from dense_armor.model import Model
-from dense_armor.packing import Layout
+from dense_armor.packing import Layout, join
 
 FEATURE_NAMES = ("qdd", "qd", "sign_qd", "g", "bias")
 FORGETTING = ("directional", "exponential")
@@ -396,13 +396,13 @@ def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample, ma
     return state, StepOutput(prediction, error, nominal, alarm if watching else jnp.zeros_like(valid), valid, extra)
 
 
-def _report(output: StepOutput) -> jax.Array:
-    """A step's outputs as one vector ``[prediction, error, nominal, alarm, accepted, extra...]``
-    (3n + 2 and the extra's leaves, flattened)."""
+def _report_parts(output: StepOutput) -> list:
+    """A step's outputs as the parts of one vector ``[prediction, error, nominal, alarm,
+    accepted, extra...]`` (3n + 2 and the extra's leaves, flattened)."""
     dtype = output.prediction.dtype
     flags = jnp.stack([output.alarm, output.accepted]).astype(dtype)
     extra = [jnp.ravel(leaf).astype(dtype) for leaf in jax.tree.leaves(output.extra)]
-    return jnp.concatenate([output.prediction, output.error, output.nominal, flags, *extra])
+    return [output.prediction, output.error, output.nominal, flags, *extra]
 
 
 class Stepper:
@@ -448,7 +448,7 @@ class Stepper:
             q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
             state, output = learner.step(layout.unpack(buffers), Sample(q, qd, qdd, tau))
             out = list(layout.pack(state))
-            out[home] = jnp.concatenate([out[home], _report(output)])
+            out[home] = join([out[home], *_report_parts(output)])
             return tuple(out)
 
         self._step = jax.jit(packed_step)
