@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Layout"]
+__all__ = ["JOIN_SELECTS", "Layout", "join"]
 
 #: The most selects (parts x elements) :func:`join` writes: a Panda payload learner's step
 #: (2,000 elements in 18 parts) was faster joined by selects, a two-link whole-robot learner's
