@@ -386,12 +386,18 @@ def test_float32_tracks_float64_over_1e5_samples():
     """lam = 0.99, 10^5 samples, the arm in a vertical plane (gravity in the plane of motion),
     payload + viscous + Coulomb friction, sigma = 0.01; the default learner (directional
     forgetting, textbook covariance form). float32 stays finite, P exactly symmetric and
-    positive semi-definite (from the 10th sample: 20 equations for the 10 excited parameters),
-    and the predictions track float64's. Measured (delta = 1e6 / 1e3): largest difference
-    2.2e-2 / 4.7e-5 N m over samples 0-999 and 3.0e-5 / 1.3e-5 N m from sample 1000 on;
-    smallest eigenvalue of P over the largest, from sample 10 on: 1.3e-11 / 1.3e-8 (with
-    delta = 1e6, P is indefinite, by 1e-4 of its largest eigenvalue, in samples 0-5 only:
-    float32 rounding of the 1e6 prior)."""
+    positive semi-definite (from the 20th sample; 10 samples are 20 equations for the 10 excited
+    parameters), and the predictions track float64's once past the first 20 samples.
+
+    With delta = 1e6 the first samples are float32 rounding of the 1e6 prior: P is indefinite
+    by up to 1e-4 of its largest eigenvalue (here at the 10th sample, by 1.3e-5), and a
+    prediction can then be off by several N m, at a sample that depends on how the regressor's
+    columns round. Over trajectories of seeds 0-11, the largest difference in samples 0-999 was
+    0.02-2.7 N m with the walk-based `body_regressor` (2.7 at seed 5) and 0.02-6.2 with the
+    regressor's pass (6.2 at seed 9, this trajectory, sample 13); from sample 20 on, at most
+    0.011 and 0.13. Measured here (delta = 1e6 / 1e3): largest difference from sample 20 to 999
+    7.9e-3 / 1.5e-5 N m, from sample 1000 on 2.6e-5 / 1.1e-5 N m; smallest eigenvalue of P over
+    the largest, from sample 20 on: 1.3e-11 / 1.3e-8."""
     T = 100_000
     traj = precision_trajectory(T)
     deltas = jnp.array([1e6, 1e3])
@@ -404,7 +410,8 @@ def test_float32_tracks_float64_over_1e5_samples():
     assert np.isfinite(p32).all() and np.isfinite(P32).all()
     np.testing.assert_array_equal(P32, np.swapaxes(P32, -1, -2))
     eig = np.linalg.eigvalsh(P32.astype(np.float64))  # (2, T / 10, p): after samples 9, 19, ...
-    assert (eig.min(-1) >= 0).all(), eig.min(-1).min()
+    assert (eig[:, 1:].min(-1) >= 0).all(), eig[:, 1:].min(-1).min()
+    assert (eig[:, 0].min(-1) >= -1e-4 * eig[:, 0].max(-1)).all(), eig[:, 0].min(-1)
     diff = np.abs(p32 - np.asarray(p64).reshape(2, T, 2)).max(axis=-1)
-    assert diff[0, :1000].max() <= 5e-2 and diff[0, 1000:].max() <= 1e-4, (diff[0, :1000].max(), diff[0, 1000:].max())
+    assert diff[0, 20:1000].max() <= 5e-2 and diff[0, 1000:].max() <= 1e-4, (diff[0, 20:1000].max(), diff[0, 1000:].max())
     assert diff[1].max() <= 1e-4, diff[1].max()
