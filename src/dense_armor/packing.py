@@ -110,10 +110,11 @@ def join(parts) -> jax.Array:
     over the parts' padded copies, which XLA fuses with the computation of the parts into one
     kernel, where it gives each operand of a concatenate of more than 8 a kernel of its own; a
     large one stays a concatenate, as the chain tests every part's bounds at every element
-    (:data:`JOIN_SELECTS`)."""
+    (:data:`JOIN_SELECTS`), and so do concrete parts (one eager operation, not two a part)."""
     parts = [jnp.asarray(part) for part in parts]
     total = sum(part.shape[0] for part in parts)
-    if len(parts) == 1 or len(parts) * total > JOIN_SELECTS:
+    traced = any(isinstance(part, jax.core.Tracer) for part in parts)
+    if len(parts) == 1 or len(parts) * total > JOIN_SELECTS or not traced:
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
     index = jax.lax.broadcasted_iota(jnp.int32, (total,), 0)
     end, out = total, None
