@@ -78,21 +78,33 @@ def median_us(fn, repeats: int = 2000, warmup: int = 20) -> float:
     return interleaved_us({"fn": fn}, rounds=1, per_round=repeats, warmup=warmup)["fn"]
 
 
-def interleaved_us(fns: dict, rounds: int = 20, per_round: int = 200, warmup: int = 20) -> dict[str, float]:
+def interleaved_us(fns: dict, rounds: int = 20, per_round: int = 200, warmup: int = 20, finish: dict | None = None) -> dict[str, float]:
     """Median wall time of each ``fn()`` in microseconds, measured in interleaved rounds.
 
     Each round times ``per_round`` calls of every function in turn; the result is the median
     over rounds of each round's median. On a machine whose speed drifts (other processes,
     other virtual machines), interleaving keeps the functions' ratios honest where timing one
-    after the other would not.
+    after the other would not. A function named in ``finish`` returns before its work is done
+    (JAX's asynchronous dispatch): its round is timed as a whole, up to the end of
+    ``finish[name]()`` (which waits for the work), and counts as its mean per call.
     """
-    for fn in fns.values():
+    finish = finish or {}
+    for name, fn in fns.items():
         for _ in range(warmup):
             fn()
+        if name in finish:
+            finish[name]()
     medians = {name: np.empty(rounds) for name in fns}
     times = np.empty(per_round)
     for r in range(rounds):
         for name, fn in fns.items():
+            if name in finish:
+                start = time.perf_counter()
+                for _ in range(per_round):
+                    fn()
+                finish[name]()
+                medians[name][r] = (time.perf_counter() - start) / per_round
+                continue
             for k in range(per_round):
                 start = time.perf_counter()
                 fn()

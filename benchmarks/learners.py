@@ -202,7 +202,7 @@ def measure_calls(quick: bool) -> dict:
                 "numpy": lambda: numpy.step(*sample()),
                 "learn_one": lambda: learner.learn_one(*sample()),
                 "stepper": stepped,
-            }, rounds=3 if quick else 15, per_round=50 if quick else 200)
+            }, rounds=3 if quick else 15, per_round=50 if quick else 200, finish={"learn_one": lambda: learner.last})
             results[f"{name}/{kind}"] = r
     return results
 

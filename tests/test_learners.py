@@ -98,6 +98,30 @@ def test_stepper_equals_the_jitted_step(detector):
         stepper.state = ResidualLearner(parse_urdf(minimal_urdf(), gravity=(0, -9.81, 0)), detector=Hampel()).init()
 
 
+def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
+    """``learn`` returns before its step has run; the steps still run in order, so the state,
+    ``last`` and ``predict`` after 60 queued steps are those of 60 waited-for steps, bit for bit.
+    A float64 stepper outside ``jax.enable_x64`` is refused (its buffers would be float32)."""
+    learner = _innovation_learner()
+    traj, _ = _trajectory(4, 61)
+    queued = learners.Stepper(learner, learner.init(jnp.float64))
+    waited = learners.Stepper(learner, learner.init(jnp.float64))
+    assert queued.last is None
+    for t in range(60):
+        queued.learn(*_at(traj, t))
+        out = waited.step(*_at(traj, t))
+    chex.assert_trees_all_equal(queued.last, out)
+    chex.assert_trees_all_equal(queued.state, waited.state)
+    q, qd, qdd, _ = _at(traj, 60)
+    expected = np.asarray(learners.predict(learner, waited.state, q, qd, qdd))
+    np.testing.assert_array_equal(queued.predict(q, qd, qdd), expected)
+    with pytest.raises(ValueError, match=r"qdd: expected shape \(2,\)"):
+        queued.predict(q, qd, qdd[:1])
+    state = learner.init(jnp.float64)
+    with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
+        learners.Stepper(learner, state)
+
+
 def test_stepper_float32_state_in_two_buffers_and_its_state_is_a_copy():
     """A float32 state packs into two buffers (float32, int32 counters): the sample rides in the
     float32 one; the stepper still equals the jitted step. ``stepper.state`` is a snapshot that a

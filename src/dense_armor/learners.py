@@ -48,6 +48,7 @@ import functools
 import math
 import operator
 import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
@@ -405,20 +406,36 @@ def _report_parts(output: StepOutput) -> list:
     return [output.prediction, output.error, output.nominal, flags, *extra]
 
 
+#: s a :class:`Stepper` polls for a result before it blocks on it.
+SPIN = 1e-3
+
+
+def _wait(x: jax.Array) -> np.ndarray:
+    """``x`` as NumPy, once computed: polled for up to :data:`SPIN` seconds, then waited for. A
+    step takes tens of microseconds, and a blocked thread that the result wakes loses as much
+    again to the scheduler (on a busy 2-core machine, often more)."""
+    deadline = time.perf_counter() + SPIN
+    while not x.is_ready() and time.perf_counter() < deadline:
+        pass
+    return np.asarray(x)
+
+
 class Stepper:
     """A learner and its state, stepped from a Python control loop at the least dispatch cost.
 
     :func:`step` passes every leaf of the learner, its state and the sample (17-29 arrays)
-    and returns 11, each at a dispatch cost, and runs the model's fixed placements through
-    its kernels as data. A stepper compiles :meth:`Learner.step` for this one learner: the
-    learner (model and hyperparameters) is a compile-time constant, which XLA folds, and the
-    state travels packed (:class:`~dense_armor.packing.Layout`, bit-exact; a float64 state is
-    one buffer). The state's buffers stay on the host as NumPy arrays, the sample written
-    behind the state in the buffer of its dtype: a NumPy argument is copied to the device on
-    every call anyway, so state and sample cross together, as one array for a float64 learner,
-    and the step's outputs, ``[prediction, error, nominal, alarm, accepted]``, come back behind
-    the new state, again one array. Same arithmetic as :func:`step`; each stepper compiles
-    once, on its first step.
+    and returns 11, each at a dispatch cost. A stepper compiles :meth:`Learner.step` (and
+    :meth:`Learner.predict`) for this one learner: the learner (model and hyperparameters) is a
+    compile-time constant, which XLA folds. The state stays on the device, packed into one
+    buffer per dtype (:class:`~dense_armor.packing.Layout`, bit-exact), from one step to the
+    next; a step takes the packed state and the sample as one array, and returns the new state
+    and its outputs, ``[prediction, error, nominal, alarm, accepted, extra]``, as one array.
+
+    :meth:`step` waits for the step and returns its outputs; :meth:`learn` only queues it (JAX's
+    asynchronous dispatch) and returns at once, so that steps run on XLA's thread while the
+    caller goes on; the next step, :meth:`predict`, :attr:`last` or :attr:`state` wait for it.
+    Same arithmetic as :func:`step`; each stepper compiles once, on its first step. A float64
+    stepper is built and called inside ``jax.enable_x64``.
 
     Args:
         learner: a :class:`Learner`; to change it (a new ``lam``, a new model), make a new
@@ -429,36 +446,33 @@ class Stepper:
 
         stepper = Stepper(learner, learner.init())
         out = stepper.step(q, qd, qdd, tau)   # a StepOutput of NumPy values
+        stepper.learn(q, qd, qdd, tau)         # queued; stepper.last is its StepOutput
         stepper.state                          # a copy of the state pytree, NumPy leaves
     """
 
     def __init__(self, learner: Learner, state):
         self.learner = learner
         self._layout = layout = Layout.of(state)
-        self._dtype = dtype = np.dtype(state.rls.w.dtype)
-        self._home = home = layout.groups.index(dtype.name)  # the buffer the sample rides in
-        self._others = tuple(g for g in range(len(layout.groups)) if g != home)
-        n = learner.model.n
-        size = layout.sizes[home]
+        self._dtype = np.dtype(state.rls.w.dtype)
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
-        self._n, self._cuts = n, (size, size + n, size + 2 * n, size + 3 * n)
+        self._n = n = learner.model.n
 
-        def packed_step(*buffers):
-            sample = buffers[home][size:]
+        def packed_step(buffers, sample):
             q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
             state, output = learner.step(layout.unpack(buffers), Sample(q, qd, qdd, tau))
-            out = list(layout.pack(state))
-            out[home] = join([out[home], *_report_parts(output)])
-            return tuple(out)
+            return tuple(layout.pack(state)), join(_report_parts(output))
 
-        self._step = jax.jit(packed_step)
+        def packed_predict(buffers, sample):
+            return learner.predict(layout.unpack(buffers), *(sample[k * n : (k + 1) * n] for k in range(3)))
+
+        self._step, self._predict = jax.jit(packed_step), jax.jit(packed_predict)
         self._extra = None  # the extra output's structure and shapes, traced at the first step
-        self._lock = threading.Lock()  # the host buffers are shared: one step at a time
+        self._lock = threading.Lock()  # one step at a time: each reads the state the last wrote
         self.state = state
 
     @property
     def state(self):
-        """A copy of the current state pytree (NumPy leaves)."""
+        """A copy of the current state pytree (NumPy leaves); waits for the queued steps."""
         with self._lock:
             return self._layout.unpack([np.array(b) for b in self._buffers])
 
@@ -466,38 +480,63 @@ class Stepper:
     def state(self, state):
         if Layout.of(state) != self._layout:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
-        buffers = [np.array(b) for b in self._layout.pack(state)]
-        buffers[self._home] = np.concatenate([buffers[self._home], np.zeros(4 * self._n, self._dtype)])
+        buffers = tuple(jnp.asarray(b) for b in self._layout.pack(state))
+        if any(b.dtype != self._layout.groups[g] for g, b in enumerate(buffers)):
+            raise ValueError(f"state: a {self._dtype.name} state needs jax.enable_x64 (its buffers would be cast)")
         with self._lock:
-            self._buffers = buffers
+            self._buffers, self._report, self._last = buffers, None, None
 
     def step(self, q, qd, qdd, tau) -> StepOutput:
         """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy.
         Safe from several threads (steps take turns)."""
         with self._lock:
-            return self._step_locked(q, qd, qdd, tau)
+            self._queue(q, qd, qdd, tau)
+            return self._output()
 
-    def _step_locked(self, q, qd, qdd, tau) -> StepOutput:
-        s, a, b, c = self._cuts
+    def learn(self, q, qd, qdd, tau) -> None:
+        """:meth:`step`, returning as soon as the step is queued (its outputs: :attr:`last`)."""
+        with self._lock:
+            self._queue(q, qd, qdd, tau)
+
+    @property
+    def last(self) -> StepOutput | None:
+        """The last step's outputs (NumPy; ``None`` before the first step); waits for it."""
+        with self._lock:
+            return None if self._report is None else self._output()
+
+    def predict(self, q, qd, qdd) -> np.ndarray:
+        """The learner's prediction (n,) at one state (:meth:`Learner.predict`), after the
+        queued steps."""
+        with self._lock:
+            return _wait(self._predict(self._buffers, self._sample(q, qd, qdd)))
+
+    def _sample(self, *arrays) -> np.ndarray:
+        """The arrays, each (n,), as one new array of the state's dtype (a new one every call:
+        JAX may read a NumPy argument in place, after the call has returned)."""
         n = self._n
-        buffers = self._buffers
-        home = buffers[self._home]
         try:
-            np.concatenate((q, qd, qdd, tau), out=home[s:])
-            shaped = len(q) == n and len(qd) == n and len(qdd) == n
+            sample = np.concatenate(arrays, dtype=self._dtype, casting="same_kind")
+            shaped = sample.shape == (len(arrays) * n,) and all(len(x) == n for x in arrays[:-1])
         except (ValueError, TypeError):
             shaped = False
         if not shaped:
-            for name, x in zip(Sample._fields, (q, qd, qdd, tau)):
+            for name, x in zip(Sample._fields, arrays):
                 if np.shape(x) != (n,):
                     raise ValueError(f"{name}: expected shape ({n},) for the {n} joints, got {np.shape(x)}")
-            raise ValueError(f"q, qd, qdd, tau: expected real numbers, castable to {self._dtype.name}")
-        out = self._step(*buffers)
-        new = np.asarray(out[self._home])
-        home[:s] = new[:s]
-        for g in self._others:
-            buffers[g] = np.asarray(out[g])
-        return StepOutput(new[s:a], new[a:b], new[b:c], new[c] != 0, new[c + 1] != 0, self._unflatten_extra(new[c + 2 :]))
+            raise ValueError(f"{', '.join(Sample._fields[: len(arrays)])}: expected real numbers, castable to {self._dtype.name}")
+        return sample
+
+    def _queue(self, q, qd, qdd, tau) -> None:
+        self._buffers, self._report = self._step(self._buffers, self._sample(q, qd, qdd, tau))
+        self._last = None
+
+    def _output(self) -> StepOutput:
+        if self._last is None:
+            out = _wait(self._report)
+            n = self._n
+            a, b, c = n, 2 * n, 3 * n
+            self._last = StepOutput(out[:a], out[a:b], out[b:c], out[c] != 0, out[c + 1] != 0, self._unflatten_extra(out[c + 2 :]))
+        return self._last
 
     def _unflatten_extra(self, flat):
         if self._extra is None:

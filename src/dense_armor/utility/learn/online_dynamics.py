@@ -21,7 +21,7 @@ import numpy as np
 
 from dense_armor import learners, payload, rls, robot_learner
 from dense_armor.drift import CUSUM, Hampel, Innovation
-from dense_armor.dynamics.urdf_dynamics import RigidBodyModel, as_float64
+from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
 from dense_armor.learners import FEATURE_NAMES, ResidualLearner, Sample, StepOutput
 from dense_armor.robots import write_minimal_urdf
 
@@ -207,19 +207,25 @@ class ResidualDynamicsLearner:
         with jax.enable_x64(True):
             self._steps.state = state
 
-    def _state_arrays(self, q, qd, qdd):
-        return tuple(as_float64(v, k, self.n) for k, v in (("q", q), ("qd", qd), ("qdd", qdd)))
-
     def learn_one(self, q, qd, qdd, tau) -> "ResidualDynamicsLearner":
-        """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``."""
+        """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``
+        as soon as the step is queued (JAX's asynchronous dispatch): whatever reads the learner
+        next (a prediction, :attr:`last`, the state) waits for it."""
         with self._lock, jax.enable_x64(True):
-            self.last = self._steps.step(q, qd, qdd, tau)  # checks and casts the arrays itself
+            self._steps.learn(q, qd, qdd, tau)  # checks and casts the arrays itself
         return self
+
+    @property
+    def last(self) -> Optional[StepOutput]:
+        """The last learned sample's outputs (prior prediction and error, alarm, ...; NumPy),
+        ``None`` before the first."""
+        with self._lock, jax.enable_x64(True):
+            return None if self._stepper is None else self._stepper.last
 
     def predict_torque(self, q, qd, qdd) -> np.ndarray:
         """Predicted torque (n,): the URDF's plus the learned residual."""
         with self._lock, jax.enable_x64(True):
-            return np.asarray(learners.predict(self.learner, self.state, *self._state_arrays(q, qd, qdd)))
+            return self._steps.predict(q, qd, qdd)
 
     def learn_many(self, q, qd, qdd, tau) -> StepOutput:
         """Learn a trajectory (each (T, n)) with one ``lax.scan``; returns the per-sample outputs."""
@@ -349,7 +355,7 @@ class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
     @property
     def drift_detected(self) -> bool:
         """Whether the last learned sample raised a drift alarm."""
-        last = getattr(self, "last", None)
+        last = self.last
         return bool(last.alarm) if last is not None else False
 
 
@@ -401,7 +407,7 @@ class _SharedParameters(ResidualDynamicsLearner):
     @property
     def drift_detected(self) -> bool:
         """Whether the last learned sample raised an alarm (drift, or a payload change)."""
-        last = getattr(self, "last", None)
+        last = self.last
         return bool(last.alarm) if last is not None else False
 
 
