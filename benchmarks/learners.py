@@ -7,9 +7,11 @@ For the seed's 2-link arm, UR5 and Panda (7 joints, fingers locked) and each doc
 default Hampel trigger, ``PayloadResidualDynamicsLearner`` and ``RobotResidualDynamicsLearner``),
 float64:
 
-- one ``learn_one`` of the documented class, and one ``learners.Stepper.step`` (the control-loop
-  form: the learner compiled in, the state packed; a float64 stepper is called inside
-  ``jax.enable_x64``, as a user must), in a fresh process with JAX's defaults: nothing in the
+- one ``learn_one`` of the documented class (which returns once its step is queued: a round of
+  calls is timed up to the end of its last step), and one ``learners.Stepper.step`` (the
+  control-loop form, which returns the step's outputs: the learner compiled in, the state packed;
+  a float64 stepper is called inside ``jax.enable_x64``, as a user must), in a fresh process with
+  JAX's defaults: nothing in the
   measuring process touches JAX's configuration. A second column repeats them in a process with
   asynchronous CPU dispatch off (``jax_cpu_enable_async_dispatch = False``), the tuned setting;
 - the same work in NumPy on top of Pinocchio: ``pin.rnea`` and ``pin.computeGeneralizedGravity``
@@ -353,6 +355,11 @@ def main(argv=None):
         f"`XLA_FLAGS={SCHEDULER['XLA_FLAGS']}` (XLA:CPU's depth-first scheduler, which the `dense-armor` command "
         "asks for). Single calls: medians over interleaved rounds "
         "(NumPy + Pinocchio, `learn_one`, `Stepper`, in turn), so ratios hold while the machine's speed drifts. "
+        "`learn_one` returns once its step is queued (JAX's asynchronous dispatch; the steps run in order on "
+        "XLA's thread while Python goes on): a round of 200 calls is timed up to the end of its last step "
+        "(`learner.last`), so its figure is the cost of a step in a stream of them, waiting included; the "
+        "`Stepper` column is `Stepper.step`, which returns the step's outputs, so it is the latency of one "
+        "step (the learn-then-read of a control loop). "
         "The NumPy + Pinocchio reference does the same work: Pinocchio's RNEA (and gravity, or its joint-torque "
         "regressor) and the same RLS in NumPy (exponential forgetting; the documented classes forget "
         "directionally, a little more work). \"first learn_one\" includes compiling. \"in lax.scan\" is "

@@ -1,10 +1,11 @@
 """The design document's online-learning API: thin stateful wrappers over the functional core.
 
-Each wrapper converts its inputs to float64 NumPy, enters JAX's scoped 64-bit mode
-(``jax.enable_x64``; the global configuration is untouched), calls a module-level jitted
-function and keeps the new state. A learner may be called from several threads: each call
-holds the learner's lock, so calls take turns and none is lost. The state stays a public
-pytree (``.state``), to save, vmap, or hand to :mod:`dense_armor.learners`.
+Each wrapper enters JAX's scoped 64-bit mode (``jax.enable_x64``; the global configuration is
+untouched) and calls a jitted function; the residual learners step through a
+:class:`~dense_armor.learners.Stepper`, whose ``learn_one`` returns once the step is queued
+(whatever reads the learner next waits for it). A learner may be called from several threads:
+each call holds the learner's lock, so calls take turns and none is lost. The state stays a
+public pytree (``.state``), to save, vmap, or hand to :mod:`dense_armor.learners`.
 """
 
 from __future__ import annotations
