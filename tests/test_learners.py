@@ -13,7 +13,7 @@ import pytest
 from dense_armor import attach_payload, learners, parse_urdf, rls
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import rnea
-from dense_armor.learners import LearnerState, ResidualLearner, Sample
+from dense_armor.learners import ResidualLearner, Sample
 from dense_armor.robots import minimal_urdf
 from protocols import CHANGED, NOMINAL, VERTICAL, VERTICAL_CHANGED, drift_batch, precision_trajectory, replay_P, windup_batch
 

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dense_armor.packing import JOIN_SELECTS, Layout, join
+from dense_armor.compiler import JOIN_SELECTS, join
+from dense_armor.packing import Layout
 
 jax.config.update("jax_enable_x64", True)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dense_armor.control import Reference, minimum_jerk

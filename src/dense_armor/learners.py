@@ -59,10 +59,10 @@ import numpy as np
 
 from dense_armor import rls
 from dense_armor.drift import CUSUM, Hampel, Innovation
-from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics import generalized_gravity, rnea
 from dense_armor.model import Model
-from dense_armor.packing import Layout, join
+from dense_armor.compiler import join, materialize
+from dense_armor.packing import Layout
 
 FEATURE_NAMES = ("qdd", "qd", "sign_qd", "g", "bias")
 FORGETTING = ("directional", "exponential")
@@ -222,7 +222,7 @@ class Learner(eqx.Module):
 
         A sample with a NaN or inf is zeroed (its features stay finite) and marked invalid.
         """
-        _, (tau,) = tr.check(self.model, tau=sample.tau)
+        _, (tau,) = self.model.check(tau=sample.tau)
         arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
         # x * 0 is NaN exactly for NaN and inf, so one sum checks all four arrays; written out
         # in scalars for a small robot, it fuses with its consumers instead of 4 reductions.
@@ -291,11 +291,11 @@ class ResidualLearner(Learner):
 
     def features(self, q, qd, qdd, dtype):
         """Features (n, 5) and the nominal torque (n,) at one state."""
-        _, (q, qd, qdd) = tr.check(self.model, q=q, qd=qd, qdd=qdd)
+        _, (q, qd, qdd) = self.model.check(q=q, qd=qd, qdd=qdd)
         q, qd, qdd = (a.astype(dtype) for a in (q, qd, qdd))
-        # Each RNEA computed once, not once per entry of what reads it (tr.materialize).
-        nominal = tr.materialize(rnea(self.model, q, qd, qdd))
-        gravity = tr.materialize(generalized_gravity(self.model, q))
+        # Each RNEA computed once, not once per entry of what reads it (materialize).
+        nominal = materialize(rnea(self.model, q, qd, qdd))
+        gravity = materialize(generalized_gravity(self.model, q))
         x = jnp.stack([qdd, qd, jnp.sign(qd), gravity, jnp.ones_like(q)], axis=-1)
         return x, nominal
 

@@ -120,6 +120,31 @@ class Model:
             for key, view in zip(ARRAYS, views):
                 set_(self, key, view)
 
+    def check(self, **arrays):
+        """Cast the named arrays to one floating dtype and check each has shape (n,), one value
+        per coordinate.
+
+        Returns:
+            The dtype and the arrays in the order given (``None`` stays ``None``).
+
+        Raises:
+            ValueError: naming the argument and the expected length.
+        """
+        given = [jnp.asarray(a) for a in arrays.values() if a is not None]
+        dtype = jnp.result_type(*given) if given else jnp.result_type(float)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            dtype = jnp.result_type(float)
+        out = []
+        for name, a in arrays.items():
+            if a is None:
+                out.append(None)
+                continue
+            a = jnp.asarray(a, dtype)
+            if a.shape != (self.n,):
+                raise ValueError(f"{name}: expected shape ({self.n},) for the {self.n} joints, got {a.shape}")
+            out.append(a)
+        return dtype, out
+
     def indices(self, key: str) -> np.ndarray:
         """Where the elements of the array ``key`` (of :data:`ARRAYS`) sit in :attr:`data`: an int
         array of that array's shape, so that ``data[..., model.indices(key)]`` is the array. For

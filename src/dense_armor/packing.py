@@ -5,7 +5,7 @@ buffer, a Python object), so a learner's step called with its 17-29 leaves spend
 passing them than on its arithmetic (``docs/design.md``, "Dispatch and other global settings"). A :class:`Layout`
 records a pytree's structure, shapes and dtypes and packs its leaves into one 1-D buffer per
 storage dtype (``pack``); ``unpack`` is slices, reshapes and casts, which XLA folds into the
-kernels that read them; ``pack`` joins the leaves with :func:`join`, which XLA fuses with
+kernels that read them; ``pack`` joins the leaves with :func:`dense_armor.compiler.join`, which XLA fuses with
 their computation. Values are stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit:
 a leaf keeps its dtype, except that int8/16/32, uint8/16/32 and bool leaves ride in a float64
 buffer when the tree has one (float64 holds every such value exactly), which saves an array a
@@ -26,12 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["JOIN_SELECTS", "Layout", "join"]
+from dense_armor.compiler import join
 
-#: The most selects (parts x elements) :func:`join` writes: a Panda payload learner's step
-#: (2,000 elements in 18 parts) was faster joined by selects, a two-link whole-robot learner's
-#: (3,700 in 33) slower.
-JOIN_SELECTS = 65_536
+__all__ = ["Layout"]
 
 #: dtypes stored exactly in a float64 buffer.
 _EXACT_IN_FLOAT64 = frozenset({"bool", "int8", "int16", "int32", "uint8", "uint16", "uint32"})
@@ -103,24 +100,3 @@ class Layout:
             leaf = buffers[self.groups.index(storage)][start : start + math.prod(shape)].reshape(shape)
             leaves.append(leaf if dtype == storage else leaf.astype(dtype))
         return jax.tree.unflatten(self.treedef, leaves)
-
-
-def join(parts) -> jax.Array:
-    """``jnp.concatenate`` of 1-D arrays. A small result is written as one chain of selects
-    over the parts' padded copies, which XLA fuses with the computation of the parts into one
-    kernel, where it gives each operand of a concatenate of more than 8 a kernel of its own; a
-    large one stays a concatenate, as the chain tests every part's bounds at every element
-    (:data:`JOIN_SELECTS`), and so do concrete parts (one eager operation, not two a part)."""
-    parts = [jnp.asarray(part) for part in parts]
-    total = sum(part.shape[0] for part in parts)
-    traced = any(isinstance(part, jax.core.Tracer) for part in parts)
-    if len(parts) == 1 or len(parts) * total > JOIN_SELECTS or not traced:
-        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-    index = jax.lax.broadcasted_iota(jnp.int32, (total,), 0)
-    end, out = total, None
-    for part in reversed(parts):
-        start = end - part.shape[0]
-        padded = jnp.pad(part, (start, total - end))
-        out = padded if out is None else jnp.where(index < end, padded, out)
-        end = start
-    return out

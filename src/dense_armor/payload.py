@@ -77,7 +77,6 @@ import numpy as np
 
 from dense_armor import inertial, learners, rls, spatial
 from dense_armor.dynamics import body_regressor, rnea
-from dense_armor.dynamics import tree as tr
 from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response
 from dense_armor.model import Model
 
@@ -279,7 +278,7 @@ class PayloadLearner(Learner):
 
     def features(self, q, qd, qdd, dtype):
         """Regressor rows ``X`` (n, p) and the nominal torque (n,) at one state."""
-        _, (q, qd, qdd) = tr.check(self.model, q=q, qd=qd, qdd=qdd)
+        _, (q, qd, qdd) = self.model.check(q=q, qd=qd, qdd=qdd)
         q, qd, qdd = (a.astype(dtype) for a in (q, qd, qdd))
         value = {"viscous": qd, "coulomb": jnp.sign(qd), "offset": jnp.ones_like(qd)}
         friction = [jnp.diag(value[term]) for term in self.friction]  # one column per term and joint

@@ -118,6 +118,6 @@ def aba(model: Model, q, qd, tau):
     Returns:
         (n,) joint accelerations.
     """
-    dtype, (q, qd, tau) = tr.check(model, q=q, qd=qd, tau=tau)
+    dtype, (q, qd, tau) = model.check(q=q, qd=qd, tau=tau)
     q, qd, _ = tr.joint_values(model, dtype, q, qd)
     return _aba(model, q, qd, tau, dtype)

@@ -73,7 +73,7 @@ def rnea(model: Model, q, qd, qdd):
         (n,) joint torques (N m) or forces (N): ``M(q) qdd + C(q, qd) qd + g(q)``, ``M`` with the
         model's armature on its diagonal.
     """
-    dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
+    dtype, (q, qd, qdd) = model.check(q=q, qd=qd, qdd=qdd)
     tau = tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
     return tau + jnp.asarray(model.armature, dtype) * qdd  # the rotors, spun up by their own joint
 
@@ -81,12 +81,12 @@ def rnea(model: Model, q, qd, qdd):
 @jax.jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias forces ``C(q, qd) qd + g(q)`` (n,): the RNEA at zero acceleration."""
-    dtype, (q, qd) = tr.check(model, q=q, qd=qd)
+    dtype, (q, qd) = model.check(q=q, qd=qd)
     return tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q, qd), dtype))
 
 
 @jax.jit
 def generalized_gravity(model: Model, q):
     """Gravity torques ``g(q)`` (n,): the RNEA at rest."""
-    dtype, (q,) = tr.check(model, q=q)
+    dtype, (q,) = model.check(q=q)
     return tr.generalized(model, dtype, _rnea(model, *tr.joint_values(model, dtype, q), dtype))

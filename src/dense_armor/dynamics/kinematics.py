@@ -46,7 +46,7 @@ def forward_kinematics(model: Model, q):
         ``(R, p)``: (F, 3, 3) orientations and (F, 3) positions (m) of the frames in
         ``model.frame_names``, in the base frame.
     """
-    dtype, (q,) = tr.check(model, q=q)
+    dtype, (q,) = model.check(q=q)
     q, _, _ = tr.joint_values(model, dtype, q)
     world, _ = tr.joint_frame_placements(model, q, dtype)
     R, p = _frame_placements(model, world, np.arange(len(model.frame_names)), dtype)
@@ -81,7 +81,7 @@ def frame_jacobian(model: Model, q, frame: str | int):
         ``LOCAL_WORLD_ALIGNED``).
     """
     frame = model.frame_index(frame)
-    dtype, (q,) = tr.check(model, q=q)
+    dtype, (q,) = model.check(q=q)
     world, _ = tr.joint_frame_placements(model, tr.joint_values(model, dtype, q)[0], dtype)
     R, p = world
     w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z

@@ -75,6 +75,6 @@ def crba(model: Model, q):
         (n, n) symmetric positive-definite ``M(q)`` (kg m^2, kg for prismatic joints), the
         model's armature on its diagonal.
     """
-    dtype, (q,) = tr.check(model, q=q)
+    dtype, (q,) = model.check(q=q)
     q, _, _ = tr.joint_values(model, dtype, q)
     return _mass_matrix(model, q, dtype)

@@ -176,7 +176,7 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
         ``(m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz)`` (Pinocchio's
         ``computeJointTorqueRegressor``).
     """
-    dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
+    dtype, (q, qd, qdd) = model.check(q=q, qd=qd, qdd=qdd)
     return tr.generalized(model, dtype, _regressor(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype))
 
 
@@ -191,7 +191,7 @@ def body_regressor(model: Model, q, qd, qdd, body: int, transform=None):
         transform: optional (10, 10) ``T``: the columns of parameters ``pi'`` with
             ``pi_body = T @ pi'`` instead (say, of a link behind a fixed joint, in its frame).
     """
-    dtype, (q, qd, qdd) = tr.check(model, q=q, qd=qd, qdd=qdd)
+    dtype, (q, qd, qdd) = model.check(q=q, qd=qd, qdd=qdd)
     columns = _regressor(model, *tr.joint_values(model, dtype, q, qd, qdd), dtype, slice(body, body + 1))
     if transform is not None:
         columns = jnp.matmul(columns, jnp.asarray(transform, dtype), precision=jax.lax.Precision.HIGHEST)

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dense_armor.compiler import stack
 from dense_armor.spatial import ZERO
 
 #: The largest tree that :func:`walk` unrolls.
@@ -293,20 +294,3 @@ def scalars(x, prefix: tuple = ()):
     if len(prefix) == x.ndim:
         return x[prefix]
     return tuple(scalars(x, (*prefix, k)) for k in range(x.shape[len(prefix)]))
-
-
-def stack(values) -> jax.Array:
-    """``jnp.stack`` of equally shaped values, written as one chain of selects, which fuses with
-    the computation of the values into one kernel (XLA:CPU does not fuse a concatenate of more
-    than 8 operands, and gives each operand's dependencies a kernel of their own). All zeros
-    known at trace time stack to :data:`~dense_armor.spatial.ZERO`."""
-    like = next((v for v in values if v is not ZERO), None)
-    if like is None:
-        return ZERO
-    values = [jnp.zeros_like(like) if v is ZERO else jnp.asarray(v) for v in values]
-    shape = (len(values), *values[-1].shape)
-    index = jax.lax.broadcasted_iota(jnp.int32, shape, 0)
-    out = jnp.broadcast_to(values[-1], shape)
-    for k in range(len(values) - 2, -1, -1):
-        out = jnp.where(index == k, values[k], out)
-    return out

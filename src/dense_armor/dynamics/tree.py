@@ -1,5 +1,5 @@
-"""What the dynamics share: input checks, the model as per-body values, joint frames and
-placements, and the layouts of the passes that mix many bodies.
+"""What the dynamics share: coordinates mapped to joints, the model as per-body values, joint
+frames and placements, and the layouts of the passes that mix many bodies.
 
 The recursive passes (RNEA, ABA, a body's regressor columns) run over a walk of the tree
 (:mod:`dense_armor.dynamics.traversal`) in joint frames (:func:`joints`). The passes whose
@@ -34,31 +34,6 @@ class Joint(NamedTuple):
 def prismatic_mask(model: Model) -> np.ndarray:
     """(n,) static mask of the prismatic joints."""
     return np.array([kind == "prismatic" for kind in model.joint_kinds])
-
-
-def check(model: Model, **arrays):
-    """Cast the named arrays to one floating dtype and check each has shape (n,).
-
-    Returns:
-        The dtype and the arrays in the order given (``None`` stays ``None``).
-
-    Raises:
-        ValueError: naming the argument and the expected length.
-    """
-    given = [jnp.asarray(a) for a in arrays.values() if a is not None]
-    dtype = jnp.result_type(*given) if given else jnp.result_type(float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        dtype = jnp.result_type(float)
-    out = []
-    for name, a in arrays.items():
-        if a is None:
-            out.append(None)
-            continue
-        a = jnp.asarray(a, dtype)
-        if a.shape != (model.n,):
-            raise ValueError(f"{name}: expected shape ({model.n},) for the {model.n} joints, got {a.shape}")
-        out.append(a)
-    return dtype, out
 
 
 def _coupling(model: Model, dtype):
@@ -218,21 +193,6 @@ def joint_motion(prismatic, x):
 def project(prismatic, force):
     """``S^T f``: the generalized force of a spatial force ``(n, f)`` on a joint (joint frame)."""
     return choose(prismatic, force[1][2], force[0][2])
-
-
-def materialize(x: jax.Array) -> jax.Array:
-    """``x`` (..., m), computed once into a buffer of its own for its consumers to read.
-
-    XLA:CPU fuses an elementwise producer into every consumer, and a consumer that writes many
-    elements (a learner's packed state, its stacked outputs) then recomputes, per element, the
-    whole straight-line RNEA behind ``x``. A product with the identity is a ``dot``, which
-    XLA:CPU never fuses, so ``x`` is computed once, by its own kernel (``docs/design.md``).
-    Exact: every entry is a product by 1 plus products by 0 (a NaN or inf in ``x`` spreads along
-    its row, which only screened, finite inputs reach).
-    """
-    # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones;
-    # at full precision, which a GPU's default (TF32) would not keep.
-    return jnp.matmul(x, jnp.eye(x.shape[-1], dtype=x.dtype), precision=jax.lax.Precision.HIGHEST)
 
 
 # ---------------------------------------------------------------- lanes: one array element per body

@@ -1,0 +1,82 @@
+"""The operations that exist for XLA's compiler, not for the maths.
+
+Each is exact, and each is the obvious operation written in the form that XLA:CPU compiles
+well where the obvious one does not (``docs/design.md``, "Dispatch and other global settings"):
+
+* :func:`materialize`: a value computed once, into a buffer of its own, for its many readers
+  (XLA fuses an elementwise producer into every consumer, and recomputes it per element there);
+* :func:`stack` and :func:`join`: ``jnp.stack`` and ``jnp.concatenate`` as chains of selects,
+  which XLA fuses with the computation of their operands (it gives each operand of a
+  concatenate of more than 8 a kernel of its own).
+
+What is specific to one jaxlib's compiler lives here and in the layouts of
+:mod:`dense_armor.dynamics.tree` and :mod:`dense_armor.dynamics.traversal`; the algorithms call
+these by name.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dense_armor.spatial import ZERO
+
+__all__ = ["JOIN_SELECTS", "join", "materialize", "stack"]
+
+#: The most selects (parts x elements) :func:`join` writes: a Panda payload learner's step
+#: (2,000 elements in 18 parts) was faster joined by selects, a two-link whole-robot learner's
+#: (3,700 in 33) slower.
+JOIN_SELECTS = 65_536
+
+
+def materialize(x: jax.Array) -> jax.Array:
+    """``x`` (..., m), computed once into a buffer of its own for its consumers to read.
+
+    XLA:CPU fuses an elementwise producer into every consumer, and a consumer that writes many
+    elements (a learner's packed state, its stacked outputs) then recomputes, per element, the
+    whole straight-line RNEA behind ``x``. A product with the identity is a ``dot``, which
+    XLA:CPU never fuses, so ``x`` is computed once, by its own kernel (``docs/design.md``).
+    Exact: every entry is a product by 1 plus products by 0 (a NaN or inf in ``x`` spreads along
+    its row, which only screened, finite inputs reach).
+    """
+    # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones;
+    # at full precision, which a GPU's default (TF32) would not keep.
+    return jnp.matmul(x, jnp.eye(x.shape[-1], dtype=x.dtype), precision=jax.lax.Precision.HIGHEST)
+
+
+def stack(values) -> jax.Array:
+    """``jnp.stack`` of equally shaped values, written as one chain of selects, which fuses with
+    the computation of the values into one kernel (XLA:CPU does not fuse a concatenate of more
+    than 8 operands, and gives each operand's dependencies a kernel of their own). All zeros
+    known at trace time stack to :data:`~dense_armor.spatial.ZERO`."""
+    like = next((v for v in values if v is not ZERO), None)
+    if like is None:
+        return ZERO
+    values = [jnp.zeros_like(like) if v is ZERO else jnp.asarray(v) for v in values]
+    shape = (len(values), *values[-1].shape)
+    index = jax.lax.broadcasted_iota(jnp.int32, shape, 0)
+    out = jnp.broadcast_to(values[-1], shape)
+    for k in range(len(values) - 2, -1, -1):
+        out = jnp.where(index == k, values[k], out)
+    return out
+
+
+def join(parts) -> jax.Array:
+    """``jnp.concatenate`` of 1-D arrays. A small result is written as one chain of selects
+    over the parts' padded copies, which XLA fuses with the computation of the parts into one
+    kernel, where it gives each operand of a concatenate of more than 8 a kernel of its own; a
+    large one stays a concatenate, as the chain tests every part's bounds at every element
+    (:data:`JOIN_SELECTS`), and so do concrete parts (one eager operation, not two a part)."""
+    parts = [jnp.asarray(part) for part in parts]
+    total = sum(part.shape[0] for part in parts)
+    traced = any(isinstance(part, jax.core.Tracer) for part in parts)
+    if len(parts) == 1 or len(parts) * total > JOIN_SELECTS or not traced:
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    index = jax.lax.broadcasted_iota(jnp.int32, (total,), 0)
+    end, out = total, None
+    for part in reversed(parts):
+        start = end - part.shape[0]
+        padded = jnp.pad(part, (start, total - end))
+        out = padded if out is None else jnp.where(index < end, padded, out)
+        end = start
+    return out
