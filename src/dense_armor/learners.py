@@ -58,10 +58,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import rls
+from dense_armor.compiler import join, materialize
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import generalized_gravity, rnea
 from dense_armor.model import Model
-from dense_armor.compiler import join, materialize
 from dense_armor.packing import Layout
 
 FEATURE_NAMES = ("qdd", "qd", "sign_qd", "g", "bias")
@@ -428,8 +428,8 @@ class Stepper:
     :meth:`Learner.predict`) for this one learner: the learner (model and hyperparameters) is a
     compile-time constant, which XLA folds. The state stays on the device, packed into one
     buffer per dtype (:class:`~dense_armor.packing.Layout`, bit-exact), from one step to the
-    next; a step takes the packed state and the sample as one array, and returns the new state
-    and its outputs, ``[prediction, error, nominal, alarm, accepted, extra]``, as one array.
+    next; a step takes it and the sample (one array), and returns the new state and its
+    outputs, ``[prediction, error, nominal, alarm, accepted, extra]`` (one array).
 
     :meth:`step` waits for the step and returns its outputs; :meth:`learn` only queues it (JAX's
     asynchronous dispatch) and returns at once, so that steps run on XLA's thread while the

@@ -5,8 +5,8 @@ buffer, a Python object), so a learner's step called with its 17-29 leaves spend
 passing them than on its arithmetic (``docs/design.md``, "Dispatch and other global settings"). A :class:`Layout`
 records a pytree's structure, shapes and dtypes and packs its leaves into one 1-D buffer per
 storage dtype (``pack``); ``unpack`` is slices, reshapes and casts, which XLA folds into the
-kernels that read them; ``pack`` joins the leaves with :func:`dense_armor.compiler.join`, which XLA fuses with
-their computation. Values are stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit:
+kernels that read them; ``pack`` joins the leaves with :func:`dense_armor.compiler.join`,
+which XLA fuses with their computation. Values are stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit:
 a leaf keeps its dtype, except that int8/16/32, uint8/16/32 and bool leaves ride in a float64
 buffer when the tree has one (float64 holds every such value exactly), which saves an array a
 call. A layout is hashable, so it can be a static argument of ``jax.jit``.
