@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 
 import dense_armor
-from dense_armor.cli.common import MIMIC_HELP, PROG, Parser, UserError, count, natural, nonnegative, positive
+from dense_armor.cli.common import MIMIC_HELP, PROG, Parser, UserError, count, positive
 from dense_armor.cli.demo import cmd_control, cmd_demo
 from dense_armor.cli.info import cmd_info
 from dense_armor.cli.learners import LEARNER_CLASSES, add_change_options, add_learner_options, add_run_options

@@ -22,8 +22,7 @@ import numpy as np
 
 from dense_armor import learners, payload, rls, robot_learner
 from dense_armor.drift import CUSUM, Hampel, Innovation
-from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
-from dense_armor.learners import FEATURE_NAMES, ResidualLearner, Sample, StepOutput
+from dense_armor.learners import ResidualLearner, Sample, StepOutput
 from dense_armor.robots import write_minimal_urdf
 
 __all__ = [
@@ -240,7 +239,7 @@ class ResidualDynamicsLearner:
 
     @property
     def weights(self) -> np.ndarray:
-        """(n, 5) learned residual weights on ``FEATURE_NAMES``."""
+        """(n, 5) learned residual weights on :data:`dense_armor.learners.FEATURE_NAMES`."""
         return np.asarray(self.state.rls.w)
 
     def save(self, path: str | os.PathLike) -> None:
