@@ -23,10 +23,10 @@ from dense_armor.spatial import ZERO
 
 __all__ = ["JOIN_SELECTS", "join", "materialize", "stack"]
 
-#: The most selects (parts x elements) :func:`join` writes: a Panda payload learner's step
-#: (2,000 elements in 18 parts) was faster joined by selects, a two-link whole-robot learner's
-#: (3,700 in 33) slower.
-JOIN_SELECTS = 65_536
+#: The most selects (parts x elements) :func:`join` writes: a two-link payload learner's packed
+#: state (552 elements in 12 parts) was faster joined by selects, a UR5 payload learner's
+#: (1,632 in 12) and Panda's (1,992 in 12) concatenated (``docs/design.md``).
+JOIN_SELECTS = 10_000
 
 
 def materialize(x: jax.Array) -> jax.Array:
