@@ -2,14 +2,15 @@
 
 Every array a jitted call takes or returns costs dispatch time (argument parsing, a device
 buffer, a Python object), so a learner's step called with its 17-29 leaves spends more on
-passing them than on its arithmetic (``docs/design.md``, "Dispatch and other global settings"). A :class:`Layout`
-records a pytree's structure, shapes and dtypes and packs its leaves into one 1-D buffer per
-storage dtype (``pack``); ``unpack`` is slices, reshapes and casts, which XLA folds into the
-kernels that read them; ``pack`` joins the leaves with :func:`dense_armor.compiler.join`,
-which XLA fuses with their computation. Values are stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit:
-a leaf keeps its dtype, except that int8/16/32, uint8/16/32 and bool leaves ride in a float64
-buffer when the tree has one (float64 holds every such value exactly), which saves an array a
-call. A layout is hashable, so it can be a static argument of ``jax.jit``.
+passing them than on its arithmetic (``docs/design.md``, "Dispatch and other global
+settings"). A :class:`Layout` records a pytree's structure, shapes and dtypes and packs its
+leaves into one 1-D buffer per storage dtype (``pack``); ``unpack`` is slices, reshapes and
+casts, which XLA folds into the kernels that read them; ``pack`` joins the leaves with
+:func:`dense_armor.compiler.join` (for a small tree, fused with their computation). Values are
+stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit: a leaf keeps its dtype, except
+that int8/16/32, uint8/16/32 and bool leaves ride in a float64 buffer when the tree has one
+(float64 holds every such value exactly), which saves an array a call. A layout is hashable,
+so it can be a static argument of ``jax.jit``.
 
 Keep a small robot's buffers at 512 bytes or less where you can: XLA:CPU runs a program's
 kernels one after the other on the calling thread only when every buffer they touch is that
