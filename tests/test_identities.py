@@ -112,6 +112,7 @@ def test_axis_basis_is_a_rotation_taking_z_to_the_axis(axis):
 @pytest.mark.parametrize(
     "parents",
     [
+        (-1, -1),  # no ancestors: no stage
         (-1, 0, 1, 2, 3, 4, 5),  # a chain: one run per stage
         (-1, 0, 1, 2, 3, 4, 5, 6, 6),  # Panda's fingers: three
         (-1, 0, 0, 1, 2, 3, -1, 6),  # branches and a second root
@@ -124,20 +125,26 @@ def test_accumulate_folds_in_every_ancestor(parents):
     model = type("Tree", (), {"parents": parents, "n": len(parents)})
     n = len(parents)
     a, b = np.random.default_rng(0).uniform(0.5, 1.5, (2, n))
-    stacked = tr.stack_rows([jnp.asarray(a[None]), jnp.asarray(b[None])])
+    segments = [jnp.asarray(a[None]), jnp.asarray(b[None])]
+    up = np.maximum(np.asarray(parents), 0)
 
     def compose(upper, lower):
         return [lower[0] * upper[0], lower[0] * upper[1] + lower[1]]
 
-    scale, shift = tr.unstack_rows(tr.accumulate(model, stacked, 2, compose), 2)
-    for k in range(n):
-        path = [k]
-        while parents[path[-1]] >= 0:
-            path.append(parents[path[-1]])
-        expected_scale, expected_shift = 1.0, 0.0
-        for j in reversed(path):
-            expected_scale, expected_shift = a[j] * expected_scale, a[j] * expected_shift + b[j]
-        np.testing.assert_allclose([scale[0, k], shift[0, k]], [expected_scale, expected_shift], rtol=1e-12)
+    # read from the segments, from a stack of them and another row, or with the parents'
+    # segments given for the first stage
+    stacked = tr.stack_rows([*segments, jnp.zeros((1, n))])
+    given = [jnp.asarray(a[up][None]), jnp.asarray(b[up][None])]
+    for result in (tr.accumulate(model, segments, compose), tr.accumulate(model, stacked, compose, width=2), tr.accumulate(model, segments, compose, given)):
+        scale, shift = tr.unstack_rows(result, 2)
+        for k in range(n):
+            path = [k]
+            while parents[path[-1]] >= 0:
+                path.append(parents[path[-1]])
+            expected_scale, expected_shift = 1.0, 0.0
+            for j in reversed(path):
+                expected_scale, expected_shift = a[j] * expected_scale, a[j] * expected_shift + b[j]
+            np.testing.assert_allclose([scale[0, k], shift[0, k]], [expected_scale, expected_shift], rtol=1e-12)
 
 
 def test_vmap_over_states_equals_loop(robot):

@@ -91,7 +91,8 @@ def _aba(model: Model, q, qd, tau, dtype):
         M = _mass_matrix(model, q, dtype)
         h = tr.generalized(model, dtype, _rnea(model, q, qd, None, dtype))
         return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - h)
-    (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
+    world, inertia = tr.joint_frame_placements(model, q, dtype)
+    R, p = tr.placements_at(world)
     # a joint frame's axis is its z: the motion subspaces and inertias about the world origin
     w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)
     S = jnp.stack([*w, *v], -1)

@@ -17,20 +17,19 @@ from dense_armor.model import Model
 def _frame_placements(model: Model, world, frames, dtype):
     """Placements ``(R, p)`` of the given frames, as lanes, from the joint frames' world
     placements ``world`` (:func:`tree.joint_frame_placements`): each frame's fixed placement in
-    its body's link frame, turned into the body's joint frame (by ``B^T``, :func:`tree.axis_basis`
-    of its joint axis; a fixed placement, which a scan computes once), composed with the joint
-    frame's (frames of the base keep the former)."""
+    its body's link frame, turned into the body's joint frame (by ``B^T``,
+    :func:`tree.axis_basis` of its joint axis; a fixed placement, which a scan computes once),
+    composed with the joint frame's (frames of the base keep the former)."""
     frames = np.asarray(frames)
     bodies = np.asarray(model.frame_bodies)[frames]
     on_base = bodies < 0
-    packed = tr.pack(tr.placement_values(world))
-    (body,) = tr.rows(packed, 12, np.where(on_base, 0, bodies))
+    body = tr.placements_at(world, np.where(on_base, 0, bodies))
     R_f, p_f = (jnp.asarray(x, dtype)[frames] for x in (model.frame_rotation, model.frame_translation))
     local = (tuple(tuple(R_f[:, r, c] for c in range(3)) for r in range(3)), tuple(p_f[:, k] for k in range(3)))
     axis = tr.lanes(jnp.asarray(model.axis, dtype)[np.where(on_base, 0, bodies)], dtype)
     B_T = spatial.transpose(tr.axis_basis(axis))
     in_joint_frame = spatial.matmul(B_T, local[0]), spatial.matvec(B_T, local[1])
-    composed = spatial.compose(tr.placement_lanes(body), in_joint_frame)
+    composed = spatial.compose(body, in_joint_frame)
     return tr.placement_lanes([jnp.where(on_base, b, a) for a, b in zip(tr.placement_values(composed), tr.placement_values(local))])
 
 
@@ -83,7 +82,7 @@ def frame_jacobian(model: Model, q, frame: str | int):
     frame = model.frame_index(frame)
     dtype, (q,) = model.check(q=q)
     world, _ = tr.joint_frame_placements(model, tr.joint_values(model, dtype, q)[0], dtype)
-    R, p = world
+    R, p = tr.placements_at(world)
     w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
     _, origin = _frame_placements(model, world, np.full(model.n_bodies, frame), dtype)
     linear = spatial.add(v, spatial.cross(w, origin))

@@ -42,7 +42,8 @@ def motion_subspaces(prismatic: np.ndarray, z, p):
 
 def _mass_matrix(model: Model, q, dtype):
     """The mass matrix (n, n) of the coordinates at the joints' positions ``q`` (B,)."""
-    (R, p), inertia = tr.joint_frame_placements(model, q, dtype)
+    world, inertia = tr.joint_frame_placements(model, q, dtype)
+    R, p = tr.placements_at(world)
     S = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
     bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n_bodies))
     # composite inertias Ic_j = sum of I_k over the subtree of j

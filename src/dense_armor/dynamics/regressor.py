@@ -91,11 +91,6 @@ def _combine(coefficients, terms):
     return jnp.zeros_like(terms[0]) if out is spatial.ZERO else out
 
 
-def _compose_placements(upper, lower) -> list:
-    """World placement rows of a body from its ancestor's and its own in that ancestor."""
-    return tr.placement_values(spatial.compose(tr.placement_lanes(upper), tr.placement_lanes(lower)))
-
-
 def _compose_motions(upper, lower) -> list:
     """World-frame velocity and acceleration increments ``(P, Q)`` of two segments of a path:
     ``P = P1 + P2`` and ``Q = Q1 + Q2 + P1 x P2`` (each joint's ``S qd`` crossed with the
@@ -121,8 +116,8 @@ def _regressor(model: Model, q, qd, qdd, dtype, bodies: slice = slice(None)):
     # world placements of the link frames
     R = spatial.matmul(R0, spatial.rodrigues(a, c, s))
     p = spatial.add(p0, spatial.scale(jnp.where(prismatic, q, 0.0), spatial.matvec(R0, a)))
-    placements = tr.accumulate(model, tr.stack_rows(tr.placement_values((R, p))), 12, _compose_placements)
-    R, p = tr.placement_lanes(tr.unstack_rows(placements, 12))
+    local = tr.stack_rows(tr.placement_values((R, p)))
+    R, p = tr.placement_lanes(tr.unstack_rows(tr.accumulate(model, local, tr.compose_placements, width=12), 12))
     # every joint's motion subspace S in world coordinates, and its S qd and S qdd (the base's
     # acceleration, -g, added at the joints on the base)
     S = motion_subspaces(prismatic, spatial.matvec(R, a), p)
@@ -130,7 +125,7 @@ def _regressor(model: Model, q, qd, qdd, dtype, bodies: slice = slice(None)):
     Sqdd = Sqdd[0], tuple(jnp.where(root, x - y, x) for x, y in zip(Sqdd[1], g))
     joints = tr.stack_rows([*Sqd[0], *Sqd[1], *Sqdd[0], *Sqdd[1], *S[0], *S[1]])
     # body velocities and accelerations: sums over the ancestors, in world coordinates
-    motion = tr.unstack_rows(tr.accumulate(model, joints, 12, _compose_motions), 12)
+    motion = tr.unstack_rows(tr.accumulate(model, joints, _compose_motions, width=12), 12)
     V, A = (tuple(motion[0:3]), tuple(motion[3:6])), (tuple(motion[6:9]), tuple(motion[9:12]))
     S = tr.unstack_rows(joints, 18)[12:]
     # in the frame of each of the bodies: its velocity and acceleration, and every joint's motion

@@ -5,7 +5,8 @@ The recursive passes (RNEA, ABA, a body's regressor columns) run over a walk of 
 (:mod:`dense_armor.dynamics.traversal`) in joint frames (:func:`joints`). The passes whose
 results mix many bodies work on whole arrays instead:
 
-* **Lanes** (mass matrix, kinematics) and **rows** (the regressor): see the sections below.
+* **Lanes** (mass matrix, kinematics) and **rows** (the regressor, and the joint frames' world
+  placements that the others read): see the sections below.
 """
 
 from __future__ import annotations
@@ -209,9 +210,9 @@ def project(prismatic, force):
 #   recompute the packing stage, once per use;
 # * a lane that feeds more than 15 places of a pack is cut out into a kernel of its own;
 # * when a gather is a pack's only reader, the packing stage is fused into it and computed once
-#   per row read: fine for the two rows per body of pointer jumping, not for n rows per body.
+#   per row read: fine for a row or two per body, not for n rows per body.
 #
-# Up to 8 kernels XLA:CPU runs in order on the calling thread (crba: 8); more, unless each reads
+# Up to 8 kernels XLA:CPU runs in order on the calling thread (crba: 9); more, unless each reads
 # the one before (see the rows section), are dispatched to its thread pool, at microseconds each.
 
 
@@ -259,14 +260,6 @@ def columns(rows, count: int) -> list:
     return [rows[..., k // width, k % width] for k in range(count)]
 
 
-def rows(packed, count: int, *indices) -> list:
-    """The first ``count`` lanes of a pack at each static index array (lane ``i`` holding row
-    ``index[i]``), all read by one gather."""
-    lanes_read = columns(read(packed, np.concatenate([np.asarray(i) for i in indices])), count)
-    bounds = np.cumsum([0, *(len(i) for i in indices)])
-    return [[x[..., a:b] for x in lanes_read] for a, b in zip(bounds[:-1], bounds[1:])]
-
-
 def placement_lanes(values) -> tuple:
     """``(R, p)`` from 12 lane arrays: ``R`` row-major, then ``p``."""
     v = list(values)
@@ -277,67 +270,6 @@ def placement_values(placement) -> list:
     """The 12 lane arrays of a placement ``(R, p)``: ``R`` row-major, then ``p``."""
     R, p = placement
     return [*R[0], *R[1], *R[2], *p]
-
-
-def _doubling(parents) -> list:
-    """Pointer-jumping schedule over the tree: per step, which bodies still have an ancestor
-    to fold in (``has``) and where it is (``index``)."""
-    up = np.asarray(parents)
-    steps = []
-    while (up >= 0).any():
-        has = up >= 0
-        index = np.where(has, up, np.arange(len(up)))
-        steps.append((has, index))
-        up = np.where(has, up[index], -1)
-    return steps
-
-
-def joint_frame_placements(model: Model, q, dtype) -> tuple:
-    """World placement ``(R, p)`` of every joint frame (:func:`joint_frames`), as lanes, and the
-    bodies' inertial parameters in them (10 lanes).
-
-    A joint frame's placement in its parent's, ``(C Rot(z, q), d)``, needs two products per
-    entry once ``C`` and ``d`` are known, and these do not depend on ``q``: in a scan they are
-    computed once, out of the loop. The cosines and sines of ``q`` (and of the parents' ``q``,
-    for the first stage) are a kernel of their own, so that no kernel evaluates them per
-    element it writes; the first stage composes each joint with its parent from these
-    directly, without reading placements back.
-    """
-    prismatic = prismatic_mask(model)
-    up = np.maximum(np.asarray(model.parents), 0)
-    x = columns(joint_frames(model, dtype, parents=True), 34)
-    slide = jnp.where(prismatic, q, 0.0)
-    c, s = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q))
-    cs = jax.lax.optimization_barrier(jnp.stack([c, s, c[up], s[up]]))
-
-    def placement(values, c, s, slide) -> list:
-        (C, d), column = placement_lanes(values), tuple(values[2:9:3])
-        return placement_values((tuple(turn_z(row, c, s) for row in C), spatial.add(d, spatial.scale(slide, column))))
-
-    own = placement(x[0:12], cs[0], cs[1], slide)
-    parent = placement(x[22:34], cs[2], cs[3], slide[up])
-    return pointer_jumping(model, own, parent), tuple(x[12:22])
-
-
-def pointer_jumping(model: Model, local: list, parent: list) -> tuple:
-    """Compose joint placements into world placements, as lanes ``(R, p)``.
-
-    In ``ceil(log2(depth))`` stages every body folds in the placement of the ancestor ``2^s``
-    levels up; each stage packs its lanes and the next reads the two rows per body it needs by
-    one gather. The last stage is left open, so that the caller's per-body computations fuse
-    with it.
-
-    Args:
-        local: every joint's placement in its parent: 12 lanes (:func:`placement_values`).
-        parent: the 12 lanes of every joint's parent (any values for a joint on the base), for
-            a first stage without a gather.
-    """
-    current = local
-    for stage, (has, index) in enumerate(_doubling(model.parents)):
-        own, up = (current, parent) if stage == 0 else rows(pack(current), 12, np.arange(model.n_bodies), index)
-        composed = placement_values(spatial.compose(placement_lanes(up), placement_lanes(own)))
-        current = [jnp.where(has, a, b) for a, b in zip(composed, own)]
-    return placement_lanes(current)
 
 
 def masked_sum(mask: np.ndarray, rows) -> jax.Array:
@@ -366,8 +298,9 @@ def subtree_mask(model: Model) -> np.ndarray:
 
 # ---------------------------------------------------------------- rows: bodies along the last axis
 #
-# The regressor keeps every quantity as a row, a (1, n) array over the bodies, and stacks rows into
-# (groups, width, n) arrays, with each stage of a pass materialized behind an optimization barrier.
+# The regressor and the compositions down the tree (:func:`accumulate`) keep every quantity as a
+# row, a (1, n) array over the bodies, and stack rows into (groups, width, n) arrays, with each
+# stage of a pass materialized behind an optimization barrier.
 # Two things follow, both about how XLA:CPU compiles small programs:
 #
 # * XLA cuts a fused value out into a kernel of its own once it would be recomputed more than 15
@@ -405,36 +338,48 @@ def unstack_rows(stacked: jax.Array, count: int, bodies: slice = slice(None)) ->
     return [stacked[k // width, k % width : k % width + 1, bodies] for k in range(count)]
 
 
-def accumulate(model: Model, stacked: jax.Array, width: int, compose) -> jax.Array:
+def accumulate(model: Model, segments, compose, parents: list | None = None, width: int | None = None) -> jax.Array:
     """Every body's segment composed with the segments of all its ancestors, by pointer jumping.
 
     Args:
-        stacked: :func:`stack_rows` array whose first ``width`` rows are each body's own segment
-            (say its placement in its parent, or its joint's velocity).
-        compose: ``compose(upper, lower)`` of two lists of ``width`` rows, associative: the
-            segment of a body's ancestor above the segment of the body.
+        segments: rows (1, n), each body's own segment (say its placement in its parent, or its
+            joint's velocity), or a :func:`stack_rows` array whose first ``width`` rows they are
+            (read by slices straight from it: a slice of a row of it is a kernel of its own).
+        compose: ``compose(upper, lower)`` of two lists of rows like ``segments``, associative:
+            the segment of a body's ancestor above the segment of the body.
+        parents: optional rows of each body's parent's segment (any value for a body on the
+            base): the first stage then composes them as they are, with no read of
+            ``segments``, so that it fuses with their computation.
+        width: the number of segment rows, for a stacked ``segments``.
 
     Returns:
-        :func:`stack_rows` of the ``width`` rows composed from the base down to each body, one
+        :func:`stack_rows` of the rows composed from the base down to each body, one
         materialized kernel per stage of ``ceil(log2(depth))``, in which each body folds in the
         segment ``2^s`` levels up. Bodies are taken in runs whose ancestors are consecutive too
         (a chain is one run), read by slices whose addresses are fixed at compile time: a
         gather, which loads and clamps an index per element, made a stage on Panda about 3x
         slower (it is the fallback past 8 runs).
     """
-    for has, index in _doubling(model.parents):
+    stacked = segments if width else None
+    width = width or len(segments)
+
+    def read(at) -> list:  # from the stage before, by slices straight from it
+        return [row[:, at] for row in segments] if stacked is None else unstack_rows(stacked, width, at)
+
+    for stage, (has, index) in enumerate(_doubling(model.parents)):
         runs = _runs(has, index)
-        if len(runs) > 8:
-            own = unstack_rows(stacked, width)
-            composed = compose([row[:, index] for row in own], own)
+        given = parents if stage == 0 else None
+        if given is not None or len(runs) > 8:
+            own = read(slice(None))
+            composed = compose(list(given) if given is not None else [row[:, index] for row in own], own)
             stacked = stack_rows([jnp.where(has, a, b) for a, b in zip(composed, own)])
             continue
         pieces = []
         for a, b, up in runs:
-            lower = unstack_rows(stacked, width, slice(a, b))
-            pieces.append(lower if up is None else compose(unstack_rows(stacked, width, slice(up, up + b - a)), lower))
+            lower = read(slice(a, b))
+            pieces.append(lower if up is None else compose(read(slice(up, up + b - a)), lower))
         stacked = stack_rows([jnp.concatenate(row, -1) if len(row) > 1 else row[0] for row in zip(*pieces)])
-    return stacked
+    return stack_rows(segments) if stacked is None else stacked
 
 
 def _runs(has: np.ndarray, index: np.ndarray) -> list:
@@ -448,3 +393,66 @@ def _runs(has: np.ndarray, index: np.ndarray) -> list:
         out.append((a, b, int(index[a]) if has[a] else None))
         a = b
     return out
+
+
+def _doubling(parents) -> list:
+    """Pointer-jumping schedule over the tree: per step, which bodies still have an ancestor
+    to fold in (``has``) and where it is (``index``)."""
+    up = np.asarray(parents)
+    steps = []
+    while (up >= 0).any():
+        has = up >= 0
+        index = np.where(has, up, np.arange(len(up)))
+        steps.append((has, index))
+        up = np.where(has, up[index], -1)
+    return steps
+
+
+# ---------------------------------------------------------------- world placements of the joint frames
+#
+# Composed down the tree over rows (:func:`accumulate`), once for every pass that needs them
+# (the mass matrix, the level walk's ABA, kinematics), and read as lanes.
+
+
+def joint_frame_placements(model: Model, q, dtype) -> tuple:
+    """World placements of every joint frame (:func:`joint_frames`), and the bodies' inertial
+    parameters in them (10 lanes).
+
+    A joint frame's placement in its parent's, ``(C Rot(z, q), d)``, needs two products per
+    entry once ``C`` and ``d`` are known, and these do not depend on ``q``: in a scan they are
+    computed once, out of the loop. The cosines and sines of ``q`` (and of the parents' ``q``)
+    are a kernel of their own, so that no kernel evaluates them per element it writes; the first
+    stage of the composition composes each joint with its parent from these directly.
+
+    Returns:
+        The placements as a :func:`stack_rows` array of their 12 rows (:func:`placements_at`
+        reads them), and the inertial parameters as lanes.
+    """
+    prismatic = prismatic_mask(model)
+    up = np.maximum(np.asarray(model.parents), 0)
+    x = [lane[None] for lane in columns(joint_frames(model, dtype, parents=True), 34)]
+    slide = jnp.where(prismatic, q, 0.0)
+    c, s = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q))
+    cs = jax.lax.optimization_barrier(jnp.stack([c, s, slide, c[up], s[up], slide[up]]))[:, None, :]
+
+    def placement(values, c, s, slide) -> list:
+        (C, d), column = placement_lanes(values), tuple(values[2:9:3])
+        return placement_values((tuple(turn_z(row, c, s) for row in C), spatial.add(d, spatial.scale(slide, column))))
+
+    world = accumulate(model, placement(x[0:12], *cs[0:3]), compose_placements, placement(x[22:34], *cs[3:6]))
+    return world, tuple(lane[0] for lane in x[12:22])
+
+
+def placements_at(world: jax.Array, bodies=None) -> tuple:
+    """``(R, p)`` as lanes from :func:`joint_frame_placements`' world placements: of every body,
+    sliced from its rows, or of the static ``bodies`` (K,), read by one gather (gathered row by
+    row, each row would be a kernel of its own)."""
+    if bodies is None:
+        return placement_lanes([row[0] for row in unstack_rows(world, 12)])
+    return placement_lanes(columns(jnp.moveaxis(world, -1, 0)[np.asarray(bodies)], 12))
+
+
+def compose_placements(upper, lower) -> list:
+    """The 12 rows of a placement composed from its ancestor's ``upper`` and its own in that
+    ancestor ``lower`` (:func:`placement_values`)."""
+    return placement_values(spatial.compose(placement_lanes(upper), placement_lanes(lower)))
