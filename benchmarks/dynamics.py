@@ -64,9 +64,10 @@ more than the arithmetic: on trees of up to 12 bodies `rnea`, `nonlinear_effects
 that its joint axis is z; derived from the model by one gather and one kernel, which XLA hoists
 out of a scan), 6 kernels in all for `rnea`, and `aba` a Cholesky solve with `crba`; larger trees
 run the RNEA and the articulated-body algorithm as a `lax.scan` over the tree's depth levels;
-`crba` and the kinematics work on lanes of bodies in world coordinates (pointer jumping for the
-placements, of the joint frames for `crba`; masked sums over the tree for composite inertias),
-8 kernels for `crba`: up to 8 kernels XLA:CPU runs in order on the calling thread. The regressor
+`crba` and the kinematics work in world coordinates on the joint frames' placements, composed
+down the tree by pointer jumping over rows of bodies (the regressor's composition; `aba` on
+larger trees reads them too), with masked sums over the tree for composite inertias: 9 kernels
+for `crba` on UR5 and Panda (up to 8 XLA:CPU runs in order on the calling thread). The regressor
 is a chain of 13 kernels on Panda, each reading the one before, which XLA:CPU also runs on the
 calling thread (its 37 independent kernels went to the thread pool, 5.7-6.1x the floor). Its call
 itself, the model and three arrays in and a 3.9 kB result out, costs about 1.4x the floor.
