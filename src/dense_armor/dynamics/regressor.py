@@ -106,16 +106,14 @@ def _regressor(model: Model, q, qd, qdd, dtype, bodies: slice = slice(None)):
     n = model.n_bodies
     prismatic = tr.prismatic_mask(model)
     root = np.asarray(model.parents) < 0
-    # as rows: the model's arrays and the state; the cosines and sines a kernel of their own, read
-    # by every placement entry
+    # as rows: the model's arrays and the state
     R0, p0 = tr.placement_lanes([*tr.model_rows(model, "joint_rotation", dtype), *tr.model_rows(model, "joint_translation", dtype)])
     a, g = (tuple(tr.model_rows(model, key, dtype)) for key in ("axis", "gravity"))
-    c, s = jax.lax.optimization_barrier(jnp.stack([jnp.cos(q), jnp.sin(q)]))[:, None, :]
+    c, s, slide = tr.joint_angles(model, q)
     q, qd, qdd = q[None], qd[None], qdd[None]
-    c, s = jnp.where(prismatic, 1.0, c), jnp.where(prismatic, 0.0, s)
     # world placements of the link frames
     R = spatial.matmul(R0, spatial.rodrigues(a, c, s))
-    p = spatial.add(p0, spatial.scale(jnp.where(prismatic, q, 0.0), spatial.matvec(R0, a)))
+    p = spatial.add(p0, spatial.scale(slide, spatial.matvec(R0, a)))
     local = tr.stack_rows(tr.placement_values((R, p)))
     R, p = tr.placement_lanes(tr.unstack_rows(tr.accumulate(model, local, tr.compose_placements, width=12), 12))
     # every joint's motion subspace S in world coordinates, and its S qd and S qdd (the base's

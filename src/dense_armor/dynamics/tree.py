@@ -428,12 +428,8 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
         The placements as a :func:`stack_rows` array of their 12 rows (:func:`placements_at`
         reads them), and the inertial parameters as lanes.
     """
-    prismatic = prismatic_mask(model)
-    up = np.maximum(np.asarray(model.parents), 0)
     x = [lane[None] for lane in columns(joint_frames(model, dtype, parents=True), 34)]
-    slide = jnp.where(prismatic, q, 0.0)
-    c, s = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q))
-    cs = jax.lax.optimization_barrier(jnp.stack([c, s, slide, c[up], s[up], slide[up]]))[:, None, :]
+    cs = joint_angles(model, q, parents=True)
 
     def placement(values, c, s, slide) -> list:
         (C, d), column = placement_lanes(values), tuple(values[2:9:3])
@@ -441,6 +437,19 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
 
     world = accumulate(model, placement(x[0:12], *cs[0:3]), compose_placements, placement(x[22:34], *cs[3:6]))
     return world, tuple(lane[0] for lane in x[12:22])
+
+
+def joint_angles(model: Model, q, parents: bool = False) -> jax.Array:
+    """Rows (1, n) of every joint's rotation and slide at its position ``q`` (n,): the cosine and
+    sine of a revolute joint's angle (1 and 0 for a prismatic one), a prismatic joint's slide (0
+    for a revolute one), and with ``parents`` the same of each joint's parent (any value for a
+    joint on the base). Computed by a kernel of their own, so that no reader evaluates a cosine
+    per element it writes."""
+    prismatic = prismatic_mask(model)
+    c, s, slide = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q)), jnp.where(prismatic, q, 0.0)
+    up = np.maximum(np.asarray(model.parents), 0)
+    rows = [c, s, slide, c[up], s[up], slide[up]] if parents else [c, s, slide]
+    return jax.lax.optimization_barrier(jnp.stack(rows))[:, None, :]
 
 
 def placements_at(world: jax.Array, bodies=None) -> tuple:
