@@ -1,4 +1,5 @@
-"""Tests for dense_armor.packing: a pytree in one buffer per dtype, bit-exact both ways."""
+"""Tests for dense_armor.packing (a pytree in one buffer per dtype, bit-exact both ways) and the
+rewrites of dense_armor.compiler that it and the learners use."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dense_armor.compiler import JOIN_SELECTS, join
+from dense_armor.compiler import JOIN_SELECTS, SHORT_AXIS, dot_last, join, max_last, stage, sum_last
 from dense_armor.packing import Layout
 
 jax.config.update("jax_enable_x64", True)
@@ -102,3 +103,21 @@ def test_join_is_a_concatenate_bit_for_bit(length):
     assert (len(parts) * len(expected) > JOIN_SELECTS) == (length == 6000)
     joined = jax.jit(lambda *p: join(p))
     np.testing.assert_array_equal(np.asarray(joined(*parts)).view(np.uint64), expected.view(np.uint64))
+
+
+@pytest.mark.parametrize("p", [1, 5, SHORT_AXIS, SHORT_AXIS + 1, 40])
+def test_reductions_over_the_last_axis_written_out_or_not(p):
+    """``sum_last``, ``dot_last`` and ``max_last`` are the reductions they name, written out
+    (a sum from the first term on, as NumPy adds them one by one; XLA may fuse a product and
+    its sum into one rounding) up to ``SHORT_AXIS`` terms and reductions past it, batched over
+    the leading axes and inside ``jit``; ``stage`` changes nothing."""
+    rng = np.random.default_rng(p)
+    a, b = rng.standard_normal((2, 3, 4, p))
+    total, dot, peak = jax.jit(lambda a, b: stage((sum_last(a), dot_last(a, b), max_last(a))))(a, b)
+    chex.assert_shape((total, dot, peak), (3, 4))
+    np.testing.assert_array_equal(peak, a.max(-1))
+    if p <= SHORT_AXIS:
+        one_by_one = lambda x: sum((x[..., k] for k in range(1, p)), x[..., 0])  # noqa: E731
+        np.testing.assert_array_equal(total, one_by_one(a))
+    np.testing.assert_allclose(total, a.sum(-1), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(dot, np.einsum("...k,...k->...", a, b), rtol=1e-13, atol=1e-14)

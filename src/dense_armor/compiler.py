@@ -1,13 +1,18 @@
 """The operations that exist for XLA's compiler, not for the maths.
 
-Each is exact, and each is the obvious operation written in the form that XLA:CPU compiles
-well where the obvious one does not (``docs/design.md``, "Dispatch and other global settings"):
+Each is the obvious operation (exactly, but for the order in which a sum adds its terms),
+written in the form that XLA:CPU compiles well where the obvious one does not (``docs/design.md``, "Dispatch and other global settings"):
 
 * :func:`materialize`: a value computed once, into a buffer of its own, for its many readers
   (XLA fuses an elementwise producer into every consumer, and recomputes it per element there);
+* :func:`stage`: a value computed by kernels of its own, up to this line and no further (XLA
+  would otherwise fuse it into each reader, and cut the fusions where its rules say);
 * :func:`stack` and :func:`join`: ``jnp.stack`` and ``jnp.concatenate`` as chains of selects,
   which XLA fuses with the computation of their operands (it gives each operand of a
-  concatenate of more than 8 a kernel of its own).
+  concatenate of more than 8 a kernel of its own);
+* :func:`sum_last`, :func:`dot_last` and :func:`max_last`: a reduction over a short axis
+  written out term by term, which XLA fuses with its neighbours (a reduction is a kernel of
+  its own).
 
 What is specific to one jaxlib's compiler lives here and in the layouts of
 :mod:`dense_armor.dynamics.tree` and :mod:`dense_armor.dynamics.traversal`; the algorithms call
@@ -16,17 +21,23 @@ these by name.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
 from dense_armor.spatial import ZERO
 
-__all__ = ["JOIN_SELECTS", "join", "materialize", "stack"]
+__all__ = ["JOIN_SELECTS", "SHORT_AXIS", "dot_last", "join", "materialize", "max_last", "stack", "stage", "sum_last"]
 
 #: The most selects (parts x elements) :func:`join` writes: a two-link payload learner's packed
 #: state (552 elements in 12 parts) was faster joined by selects, a UR5 payload learner's
 #: (1,632 in 12) and Panda's (1,992 in 12) concatenated (``docs/design.md``).
 JOIN_SELECTS = 10_000
+
+#: The longest axis that :func:`sum_last`, :func:`dot_last` and :func:`max_last` write out
+#: term by term.
+SHORT_AXIS = 16
 
 
 def materialize(x: jax.Array) -> jax.Array:
@@ -42,6 +53,37 @@ def materialize(x: jax.Array) -> jax.Array:
     # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones;
     # at full precision, which a GPU's default (TF32) would not keep.
     return jnp.matmul(x, jnp.eye(x.shape[-1], dtype=x.dtype), precision=jax.lax.Precision.HIGHEST)
+
+
+def stage(x):
+    """``x`` (any pytree of arrays) as it is, computed by the kernels before this line: XLA fuses
+    nothing across it (an optimization barrier), so that a pass is a chain of kernels, each
+    reading the one before, which XLA:CPU runs in order on the calling thread however long it
+    is (``docs/design.md``, "Tree walks"), and what a stage computes is computed once."""
+    return jax.lax.optimization_barrier(x)
+
+
+def sum_last(x: jax.Array) -> jax.Array:
+    """The sum of ``x`` (..., p) over its last axis: for ``p <= SHORT_AXIS``, written out term by
+    term, elementwise arithmetic that XLA fuses with its neighbours into one kernel, where a
+    reduction is a kernel of its own (on a CPU a kernel launch costs more than a short sum)."""
+    if x.shape[-1] > SHORT_AXIS:
+        return jnp.sum(x, axis=-1)
+    return functools.reduce(jnp.add, [x[..., k] for k in range(x.shape[-1])])
+
+
+def dot_last(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a' b`` over the last axis of ``a`` and ``b`` (..., p), written out like :func:`sum_last`."""
+    if a.shape[-1] > SHORT_AXIS:
+        return jnp.sum(a * b, axis=-1)
+    return functools.reduce(jnp.add, [a[..., k] * b[..., k] for k in range(a.shape[-1])])
+
+
+def max_last(x: jax.Array) -> jax.Array:
+    """The maximum of ``x`` (..., p) over its last axis, written out like :func:`sum_last`."""
+    if x.shape[-1] > SHORT_AXIS:
+        return jnp.max(x, axis=-1)
+    return functools.reduce(jnp.maximum, [x[..., k] for k in range(x.shape[-1])])
 
 
 def stack(values) -> jax.Array:

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import inertial, spatial
+from dense_armor.compiler import stage
 
 JOINT_KINDS = ("revolute", "continuous", "prismatic")
 
@@ -112,7 +113,7 @@ class Model:
             if isinstance(data, jax.core.Tracer):
                 # Each view its own buffer, here: XLA would otherwise slice data again wherever a
                 # view is read, inside the body of any lax.scan the model is used in.
-                views = jax.lax.optimization_barrier(_views(static, data))
+                views = stage(_views(static, data))
             elif isinstance(data, jax.Array):
                 views = _device_views(static, data)  # one compiled call, not one per view
             else:

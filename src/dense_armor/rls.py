@@ -70,12 +70,12 @@ References:
 
 from __future__ import annotations
 
-import functools
-import operator
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from dense_armor.compiler import dot_last, max_last
 
 __all__ = [
     "RLSState",
@@ -111,30 +111,9 @@ def _check_lam(lam: ArrayLike) -> None:
         raise ValueError(f"lam must be in (0, 1], got {lam!r}")
 
 
-def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``a' b`` over the last axis, batched.
-
-    For ``p <= 16`` the sum is written out term by term: elementwise arithmetic that XLA fuses
-    with its neighbours into one kernel, where a ``dot`` or a reduction would each be a kernel
-    of their own (on a CPU a kernel launch costs more than the arithmetic of a small RLS).
-    """
-    p = a.shape[-1]
-    if p > 16:
-        return jnp.sum(a * b, axis=-1)
-    return functools.reduce(operator.add, [a[..., k] * b[..., k] for k in range(p)])
-
-
 def _matvec(P: jax.Array, x: jax.Array) -> jax.Array:
-    """``P x``, batched, written out like :func:`_dot`."""
-    return _dot(P, x[..., None, :])
-
-
-def _max_abs(x: jax.Array) -> jax.Array:
-    """``max |x|`` over the last axis, written out like :func:`_dot`."""
-    p = x.shape[-1]
-    if p > 16:
-        return jnp.max(jnp.abs(x), axis=-1)
-    return functools.reduce(jnp.maximum, [jnp.abs(x[..., k]) for k in range(p)])
+    """``P x``, batched (:func:`~dense_armor.compiler.dot_last`)."""
+    return dot_last(P, x[..., None, :])
 
 
 def _sym(P: jax.Array) -> jax.Array:
@@ -209,7 +188,7 @@ def predict(state: RLSState, x: ArrayLike) -> jax.Array:
         Predictions, shape ``broadcast(...)``.
     """
     w = state.w
-    return _dot(jnp.asarray(x, w.dtype), w)
+    return dot_last(jnp.asarray(x, w.dtype), w)
 
 
 def prior_variance(state: RLSState, x: ArrayLike) -> jax.Array:
@@ -228,7 +207,7 @@ def prior_variance(state: RLSState, x: ArrayLike) -> jax.Array:
         ``x' P x``, shape ``broadcast(...)``, ``>= 0`` while ``P`` is PSD.
     """
     x = jnp.asarray(x, state.P.dtype)
-    return _dot(x, _matvec(state.P, x))
+    return dot_last(x, _matvec(state.P, x))
 
 
 def update(
@@ -277,18 +256,18 @@ def update(
     lam2 = lam[..., None, None]
 
     Px = _matvec(P, x)  # = (x' P)' since P = P'
-    s = _dot(x, Px)  # x' P x
+    s = dot_last(x, Px)  # x' P x
     denom = lam + s
     K = Px / denom[..., None]
-    w_new = w + K * (y - _dot(x, w))[..., None]
+    w_new = w + K * (y - dot_last(x, w))[..., None]
 
     if directional:
         # Forget along x only: Pu = P u with u = x / max|x|, so tiny x cannot underflow su.
-        scale = _max_abs(x)
+        scale = max_last(jnp.abs(x))
         nz = scale > 0
         inv = 1 / jnp.where(nz, scale, 1)[..., None]
         Pu = Px * inv
-        su = _dot(x * inv, Pu)
+        su = dot_last(x * inv, Pu)
         ok = nz & (su > 0)
         su = jnp.where(ok, su, 1)
         PuPu = Pu[..., :, None] * Pu[..., None, :]

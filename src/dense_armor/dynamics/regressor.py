@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import spatial
+from dense_armor.compiler import stage
 from dense_armor.dynamics import tree as tr
 from dense_armor.dynamics.mass_matrix import motion_subspaces
 from dense_armor.model import Model
@@ -133,17 +134,16 @@ def _regressor(model: Model, q, qd, qdd, dtype, bodies: slice = slice(None)):
     S_j = [row.T for row in S]  # (n, 1): joints along the rows
     psi = spatial.motion_to_child(R, p, (tuple(S_j[:3]), tuple(S_j[3:])))
     k = p[0].shape[-1]
-    rows = jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows([*v[0], *v[1], *acc[0], *acc[1]]).reshape(12, k)])
-    rows = jax.lax.optimization_barrier(rows)
+    rows = stage(jnp.concatenate([jnp.concatenate([*psi[0], *psi[1]]), tr.stack_rows([*v[0], *v[1], *acc[0], *acc[1]]).reshape(12, k)]))
     psi, va = rows[: 6 * n].reshape(6, n, k), [rows[6 * n + i : 6 * n + i + 1] for i in range(12)]
     # F[r, k, c]: component r of body k's force per parameter c, in the body's frame, from the
-    # velocity products, a kernel of their own (fused with psi, the regressor compiles far slower)
+    # velocity products, a stage of its own (fused with psi, the regressor compiles far slower)
     terms = tr.unstack_rows(tr.stack_rows([va[t[0]] if len(t) == 1 else va[t[0]] * va[t[1]] for t in _TERMS]), len(_TERMS))
     F = jnp.stack([
         jnp.stack([jnp.stack([_combine(_COEFFICIENTS[5 * h + col, r], terms)[0] for col in range(5)], -1) for h in range(2)], -2).reshape(k, 10)
         for r in range(6)
     ])
-    F = jax.lax.optimization_barrier(F)
+    F = stage(F)
     # Y[j, 10 k + c] = psi[j, k] . F[k, c] for j the joint of k or of one of its ancestors
     Y = sum(psi[r][:, :, None] * F[r][None, :, :] for r in range(6))
     return jnp.where(tr.subtree_mask(model).T[:, bodies, None], Y, 0.0).reshape(n, 10 * k)
@@ -157,8 +157,7 @@ def joint_torque_regressor(model: Model, q, qd, qdd):
     velocities and accelerations composed down the tree by pointer jumping, each body's force
     per parameter in its own frame (integer combinations of its acceleration and of products of
     its velocity's components), and every joint's motion subspace in the frame of each body below it,
-    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``. Compiled, a chain of small kernels, each reading
-    the one before.
+    ``Y[j, 10 k + c] = psi[j, k] . F[k, c]``, in stages (:func:`dense_armor.compiler.stage`).
 
     Args:
         model: the robot.

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import spatial
+from dense_armor.compiler import stage
 from dense_armor.dynamics.traversal import choose, scalars
 from dense_armor.model import Model
 
@@ -139,7 +140,7 @@ def joint_frames(model: Model, dtype, parents: bool = False) -> jax.Array:
     if parents:
         C_up, d_up = _placement(np.asarray(model.parents)[up], x[31:43], _basis(x[43:46], x[46:49]), x[49:52])
         out += [*C_up[0], *C_up[1], *C_up[2], *d_up]
-    return jax.lax.optimization_barrier(pack(out))
+    return stage(pack(out))
 
 
 def _basis(axis, column) -> tuple:
@@ -328,7 +329,7 @@ def model_rows(model: Model, key: str, dtype) -> list:
 def stack_rows(rows) -> jax.Array:
     """Rows (1, n) as one (groups, width, n) array (:func:`_groups`), computed by one kernel and
     materialized (concatenates along different axes are not merged into one)."""
-    return jax.lax.optimization_barrier(jnp.stack([jnp.concatenate(group, -2) for group in _groups(rows)], -3))
+    return stage(jnp.stack([jnp.concatenate(group, -2) for group in _groups(rows)], -3))
 
 
 def unstack_rows(stacked: jax.Array, count: int, bodies: slice = slice(None)) -> list:
@@ -449,7 +450,7 @@ def joint_angles(model: Model, q, parents: bool = False) -> jax.Array:
     c, s, slide = jnp.where(prismatic, 1.0, jnp.cos(q)), jnp.where(prismatic, 0.0, jnp.sin(q)), jnp.where(prismatic, q, 0.0)
     up = np.maximum(np.asarray(model.parents), 0)
     rows = [c, s, slide, c[up], s[up], slide[up]] if parents else [c, s, slide]
-    return jax.lax.optimization_barrier(jnp.stack(rows))[:, None, :]
+    return stage(jnp.stack(rows))[:, None, :]
 
 
 def placements_at(world: jax.Array, bodies=None) -> tuple:
