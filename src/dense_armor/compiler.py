@@ -10,8 +10,8 @@ written in the form that XLA:CPU compiles well where the obvious one does not (`
 * :func:`stack` and :func:`join`: ``jnp.stack`` and ``jnp.concatenate`` as chains of selects,
   which XLA fuses with the computation of their operands (it gives each operand of a
   concatenate of more than 8 a kernel of its own);
-* :func:`sum_last`, :func:`dot_last` and :func:`max_last`: a reduction over a short axis
-  written out term by term, which XLA fuses with its neighbours (a reduction is a kernel of
+* :func:`dot_last` and :func:`max_last`: a reduction over a short axis written out term by
+  term, which XLA fuses with its neighbours (a reduction is a kernel of
   its own).
 
 What is specific to one jaxlib's compiler lives here and in the layouts of
@@ -28,15 +28,14 @@ import jax.numpy as jnp
 
 from dense_armor.spatial import ZERO
 
-__all__ = ["JOIN_SELECTS", "SHORT_AXIS", "dot_last", "join", "materialize", "max_last", "stack", "stage", "sum_last"]
+__all__ = ["JOIN_SELECTS", "SHORT_AXIS", "dot_last", "join", "materialize", "max_last", "stack", "stage"]
 
 #: The most selects (parts x elements) :func:`join` writes: a two-link payload learner's packed
 #: state (552 elements in 12 parts) was faster joined by selects, a UR5 payload learner's
 #: (1,632 in 12) and Panda's (1,992 in 12) concatenated (``docs/design.md``).
 JOIN_SELECTS = 10_000
 
-#: The longest axis that :func:`sum_last`, :func:`dot_last` and :func:`max_last` write out
-#: term by term.
+#: The longest axis that :func:`dot_last` and :func:`max_last` write out term by term.
 SHORT_AXIS = 16
 
 
@@ -63,24 +62,18 @@ def stage(x):
     return jax.lax.optimization_barrier(x)
 
 
-def sum_last(x: jax.Array) -> jax.Array:
-    """The sum of ``x`` (..., p) over its last axis: for ``p <= SHORT_AXIS``, written out term by
-    term, elementwise arithmetic that XLA fuses with its neighbours into one kernel, where a
-    reduction is a kernel of its own (on a CPU a kernel launch costs more than a short sum)."""
-    if x.shape[-1] > SHORT_AXIS:
-        return jnp.sum(x, axis=-1)
-    return functools.reduce(jnp.add, [x[..., k] for k in range(x.shape[-1])])
-
-
 def dot_last(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``a' b`` over the last axis of ``a`` and ``b`` (..., p), written out like :func:`sum_last`."""
+    """``a' b`` over the last axis of ``a`` and ``b`` (..., p): for ``p <= SHORT_AXIS``, written out
+    term by term (each term a product of slices), elementwise arithmetic that XLA fuses with its
+    neighbours into one kernel, where a reduction is a kernel of its own (on a CPU a kernel
+    launch costs more than a short sum)."""
     if a.shape[-1] > SHORT_AXIS:
         return jnp.sum(a * b, axis=-1)
     return functools.reduce(jnp.add, [a[..., k] * b[..., k] for k in range(a.shape[-1])])
 
 
 def max_last(x: jax.Array) -> jax.Array:
-    """The maximum of ``x`` (..., p) over its last axis, written out like :func:`sum_last`."""
+    """The maximum of ``x`` (..., p) over its last axis, written out like :func:`dot_last`."""
     if x.shape[-1] > SHORT_AXIS:
         return jnp.max(x, axis=-1)
     return functools.reduce(jnp.maximum, [x[..., k] for k in range(x.shape[-1])])

@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import rls
-from dense_armor.compiler import join, materialize, sum_last
+from dense_armor.compiler import dot_last, join, materialize
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import generalized_gravity, rnea
 from dense_armor.model import Model
@@ -224,7 +224,7 @@ class Learner(eqx.Module):
         _, (tau,) = self.model.check(tau=sample.tau)
         arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
         # x * 0 is NaN exactly for NaN and inf, so one sum checks all four arrays
-        valid = jnp.isfinite(sum(sum_last(a * 0) for a in arrays))
+        valid = jnp.isfinite(sum(dot_last(a, jnp.zeros_like(a)) for a in arrays))
         q, qd, qdd, tau = (jnp.where(valid, a, 0) for a in arrays)
         x, nominal = self.features(q, qd, qdd, dtype)
         return Prepared(x=x, target=tau - nominal, nominal=nominal, valid=valid)

@@ -1,0 +1,54 @@
+"""The compiled shape of the learners' steps on Panda: a guard against extra kernels, without
+timing (a ``perf`` benchmark of compilation, outside the default run and CI; see
+``tests/test_dynamics_compiled.py``).
+
+A :class:`~dense_armor.learners.Stepper` call from Python pays a handoff for each kernel XLA:CPU
+sends to its thread pool, on top of the arithmetic (``docs/design.md``, "A step from a Python
+loop"), so a rewrite that adds kernels (say, a reduction no longer written out) slows every
+``learn_one`` with no change in the results. The bounds are the current counts.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from urdf_factory import example_robot_urdf
+
+from dense_armor import PayloadLearner, ResidualLearner, RobotLearner
+from dense_armor.drift import Hampel
+from dense_armor.learners import Stepper
+from dense_armor.urdf import parse_urdf
+
+PANDA = "panda_description/urdf/panda.urdf"
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return parse_urdf(example_robot_urdf(PANDA))
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize(
+    "make, max_kernels",
+    [
+        (lambda m: ResidualLearner(m), 17),
+        (lambda m: ResidualLearner(m, detector=Hampel()), 27),
+        (lambda m: PayloadLearner(m), 70),
+        (lambda m: RobotLearner(m), 134),
+    ],
+)
+def test_stepper_kernels(panda, make, max_kernels):
+    """The Stepper's program (Panda with its fingers, float64): the five-feature learner, the
+    drift-aware one (Hampel), the payload and the whole-robot learner."""
+    with jax.enable_x64(True):
+        learner = make(panda)
+        stepper = Stepper(learner, learner.init(jnp.float64))
+        sample = np.zeros(4 * panda.n)
+        text = stepper._step.lower(stepper._buffers, sample).compile().as_text()
+    entry = text[text.index("\nENTRY") :]
+    kernels = len(re.findall(r"^\s*(?:ROOT )?%\S+ = .*? (?:fusion|custom-call|dot|copy|concatenate|sort|conditional)\(", entry, re.M))
+    assert kernels <= max_kernels, f"{type(learner).__name__}: {kernels} kernels > {max_kernels}"
