@@ -1,7 +1,8 @@
 """The operations that exist for XLA's compiler, not for the maths.
 
 Each is the obvious operation (exactly, but for the order in which a sum adds its terms),
-written in the form that XLA:CPU compiles well where the obvious one does not (``docs/design.md``, "Dispatch and other global settings"):
+written in the form that XLA:CPU compiles well where the obvious one does not
+(``docs/design.md``, "Dispatch and other global settings"):
 
 * :func:`materialize`: a value computed once, into a buffer of its own, for its many readers
   (XLA fuses an elementwise producer into every consumer, and recomputes it per element there);
@@ -11,8 +12,7 @@ written in the form that XLA:CPU compiles well where the obvious one does not (`
   which XLA fuses with the computation of their operands (it gives each operand of a
   concatenate of more than 8 a kernel of its own);
 * :func:`dot_last` and :func:`max_last`: a reduction over a short axis written out term by
-  term, which XLA fuses with its neighbours (a reduction is a kernel of
-  its own).
+  term, which XLA fuses with its neighbours (a reduction is a kernel of its own).
 
 What is specific to one jaxlib's compiler lives here and in the layouts of
 :mod:`dense_armor.dynamics.tree` and :mod:`dense_armor.dynamics.traversal`; the algorithms call
