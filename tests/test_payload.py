@@ -381,23 +381,36 @@ def _replay_chunks(learners_batch, state_dtype_probe, traj):
     return jax.vmap(one)(learners_batch)
 
 
+def test_the_default_prior_follows_the_dtype():
+    """``delta`` as given in every dtype; by default 1e6 in float64 and 1e3 in float32, whose
+    first updates cannot follow a larger prior."""
+    default, given = PayloadLearner(VERTICAL), PayloadLearner(VERTICAL, delta=1e5)
+    for learner, dtype, delta in ((default, jnp.float64, 1e6), (default, jnp.float32, 1e3), (given, jnp.float32, 1e5)):
+        state = learner.init(dtype)
+        p = learner.num_parameters
+        chex.assert_trees_all_equal(state.rls.P, delta * jnp.eye(p, dtype=dtype))
+        chex.assert_trees_all_equal(state.noise.anchor_P, delta * jnp.eye(p, dtype=dtype))
+        assert learner.prior_scale(dtype).dtype == dtype
+
+
 @pytest.mark.slow
 def test_float32_tracks_float64_over_1e5_samples():
     """lam = 0.99, 10^5 samples, the arm in a vertical plane (gravity in the plane of motion),
-    payload + viscous + Coulomb friction, sigma = 0.01; the default learner (directional
-    forgetting, textbook covariance form). float32 stays finite, P exactly symmetric and
-    positive semi-definite (from the 20th sample; 10 samples are 20 equations for the 10 excited
-    parameters), and the predictions track float64's once past the first 20 samples.
+    payload + viscous + Coulomb friction, sigma = 0.01; directional forgetting, textbook
+    covariance form. float32 stays finite and ``P`` exactly symmetric in both runs.
 
-    With delta = 1e6 the first samples are float32 rounding of the 1e6 prior: P is indefinite
-    by up to 1e-4 of its largest eigenvalue (here at the 10th sample, by 1.3e-5), and a
-    prediction can then be off by several N m, at a sample that depends on how the regressor's
-    columns round. Over trajectories of seeds 0-11, the largest difference in samples 0-999 was
-    0.02-2.7 N m with the walk-based `body_regressor` (2.7 at seed 5) and 0.02-6.2 with the
-    regressor's pass (6.2 at seed 9, this trajectory, sample 13); from sample 20 on, at most
-    0.011 and 0.13. Measured here (delta = 1e6 / 1e3): largest difference from sample 20 to 999
-    7.9e-3 / 1.5e-5 N m, from sample 1000 on 2.6e-5 / 1.1e-5 N m; smallest eigenvalue of P over
-    the largest, from sample 20 on: 1.3e-11 / 1.3e-8."""
+    With float32's default delta = 1e3, ``P`` stays positive semi-definite and the predictions
+    within 1e-4 N m of float64's throughout. Measured on trajectories of seeds 0-11 (here seed 9):
+    smallest eigenvalue of P over the largest at least 2.6e-8, largest difference 2.6e-5 to
+    1.4e-4 N m (8.3e-5 here).
+
+    With delta = 1e6 the excited directions fall 1e10 below the prior, past float32's 1 / eps:
+    how the first updates round decides the first hundreds of samples. Over the same seeds `P`
+    was indefinite (by up to 6.5e-5 of its largest eigenvalue) at up to 11 of the first 110
+    snapshots taken every 10th sample, the largest difference over samples 20-999 was 1.7e-3 to
+    1.23 N m (0.11 here), and from sample 10^4 on 9.4e-6 to 1.5e-3 N m (2.6e-5 here); the
+    snapshots and the rounding change with how XLA fuses the step. What holds is that float32
+    recovers: within 5e-3 N m of float64 from sample 10^4 on."""
     T = 100_000
     traj = precision_trajectory(T)
     deltas = jnp.array([1e6, 1e3])
@@ -409,9 +422,8 @@ def test_float32_tracks_float64_over_1e5_samples():
     p32, P32 = np.asarray(p32, np.float64).reshape(2, T, 2), np.asarray(P32)
     assert np.isfinite(p32).all() and np.isfinite(P32).all()
     np.testing.assert_array_equal(P32, np.swapaxes(P32, -1, -2))
-    eig = np.linalg.eigvalsh(P32.astype(np.float64))  # (2, T / 10, p): after samples 9, 19, ...
-    assert (eig[:, 1:].min(-1) >= 0).all(), eig[:, 1:].min(-1).min()
-    assert (eig[:, 0].min(-1) >= -1e-4 * eig[:, 0].max(-1)).all(), eig[:, 0].min(-1)
+    eig = np.linalg.eigvalsh(P32[1].astype(np.float64))  # delta = 1e3, after samples 9, 19, ...
+    assert (eig.min(-1) >= 0).all(), eig.min()
     diff = np.abs(p32 - np.asarray(p64).reshape(2, T, 2)).max(axis=-1)
-    assert diff[0, 20:1000].max() <= 5e-2 and diff[0, 1000:].max() <= 1e-4, (diff[0, 20:1000].max(), diff[0, 1000:].max())
     assert diff[1].max() <= 1e-4, diff[1].max()
+    assert diff[0, 10_000:].max() <= 5e-3, diff[0, 10_000:].max()

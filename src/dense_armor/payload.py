@@ -43,7 +43,9 @@ and lowers the forgetting factor to ``fast_lam`` for ``warmup_steps`` samples, a
 statistics restart so that the report describes the new regime.
 
 Precision (float32, what a GPU batch runs). The covariance is updated in the textbook form
-``P - K X P`` (symmetrised) in every dtype. For float32 use ``delta`` of 1e2-1e4
+``P - K X P`` (symmetrised) in every dtype. float32 cannot follow the first updates from a prior
+more than about 1 / eps = 1e7 times the posterior (``P`` turns indefinite and predictions can go
+astray for hundreds of samples), so ``delta`` defaults to 1e3 there and 1e6 in float64
 (``docs/design.md``, "float32 learners", has the measurements); no square-root form is
 implemented.
 
@@ -179,7 +181,8 @@ class PayloadLearner(Learner):
         link: name of the link carrying the payload; default the link of the last body. The
             payload's parameters are learned and reported in this link's frame.
         lam: forgetting factor in (0, 1].
-        delta: prior covariance scale, ``P0 = delta I`` (prior ``w0 = 0``), > 0.
+        delta: prior covariance scale, ``P0 = delta I`` (prior ``w0 = 0``), > 0; by default 1e6
+            in float64 and 1e3 in float32, whose first updates cannot follow a larger prior.
         friction: ``True`` (viscous, Coulomb and offset columns per joint), ``False``, or a
             subset of ``("viscous", "coulomb", "offset")``.
         forgetting: ``"directional"`` (default; no covariance wind-up) or ``"exponential"``
@@ -204,7 +207,7 @@ class PayloadLearner(Learner):
     model: Model
     frame_transform: jax.Array | np.ndarray | None
     lam: float | jax.Array
-    delta: float | jax.Array
+    delta: float | jax.Array | None
     detector: Any
     fast_lam: float | jax.Array
     warmup_steps: int | jax.Array
@@ -222,7 +225,7 @@ class PayloadLearner(Learner):
         link: str | None = None,
         *,
         lam: float | jax.Array = 1.0,
-        delta: float | jax.Array = 1e6,
+        delta: float | jax.Array | None = None,
         friction: bool | tuple[str, ...] = True,
         forgetting: str = "directional",
         detector: Any = None,
@@ -232,7 +235,7 @@ class PayloadLearner(Learner):
         reopen: float | jax.Array = 0.0,
         joseph: bool = False,
     ):
-        check_hyperparameters(lam, delta, fast_lam)
+        check_hyperparameters(lam, 1.0 if delta is None else delta, fast_lam)
         check_response(reopen, forgetting, warmup_steps, detector_warmup)
         if link is None:
             link = model.body_names[-1]
@@ -257,14 +260,20 @@ class PayloadLearner(Learner):
         """Names of the entries of ``w``: the 10 payload parameters, then friction per joint."""
         return PARAMETER_NAMES + tuple(f"{t} {j}" for t in self.friction for j in self.model.joint_names)
 
+    def prior_scale(self, dtype) -> jax.Array:
+        """``delta`` in ``dtype``: as given, else 1e6 in float64 and 1e3 in lower precisions."""
+        default = 1e6 if jnp.finfo(dtype).bits >= 64 else 1e3
+        return jnp.asarray(default if self.delta is None else self.delta, dtype)
+
     def init(self, dtype=None) -> PayloadState:
         """The initial state: ``w = 0``, ``P = delta I``, no noise estimate yet."""
         dtype = jnp.dtype(dtype or jnp.result_type(float))
+        delta = self.prior_scale(dtype)
         zero = jnp.zeros((), jnp.int32)
         fzero = jnp.zeros((), dtype)
         p = self.num_parameters
         return PayloadState(
-            rls=rls.init(self.num_parameters, self.delta, dtype=dtype),
+            rls=rls.init(self.num_parameters, delta, dtype=dtype),
             count=zero,
             rejected=zero,
             countdown=zero,
@@ -272,7 +281,7 @@ class PayloadLearner(Learner):
             detector=None if self.detector is None else self.detector.init(self.model.n, dtype),
             noise=NoiseState(
                 sse=fzero, rows=fzero, rows2=fzero, prior=jnp.ones((), dtype),
-                anchor=jnp.zeros(p, dtype), anchor_P=jnp.asarray(self.delta, dtype) * jnp.eye(p, dtype=dtype),
+                anchor=jnp.zeros(p, dtype), anchor_P=delta * jnp.eye(p, dtype=dtype),
             ),
         )
 
@@ -445,7 +454,7 @@ def payload_estimate(learner: PayloadLearner, state: PayloadState, threshold=1.0
     p = w.shape[-1]
     n = learner.model.n
     tol = jnp.sqrt(jnp.finfo(dtype).eps)
-    delta = jnp.asarray(learner.delta, dtype)
+    delta = learner.prior_scale(dtype)
 
     # Excitation: eigen-decomposition of P relative to the prior delta I.
     evals, evecs = jnp.linalg.eigh(rls._sym(P))
