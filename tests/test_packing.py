@@ -120,3 +120,27 @@ def test_reductions_over_the_last_axis_written_out_or_not(p):
         np.testing.assert_array_equal(total, one_by_one(a))
     np.testing.assert_allclose(total, a.sum(-1), rtol=1e-13, atol=1e-14)
     np.testing.assert_allclose(dot, np.einsum("...k,...k->...", a, b), rtol=1e-13, atol=1e-14)
+
+
+def test_the_xla_cpu_forms_are_in_cpu_programs_only():
+    """A program lowered for a GPU holds the obvious operations (no optimization barriers, no
+    products with the identity, reductions as reductions); one lowered for the CPU holds the
+    forms this machine's compiler wants. Lowered here (``jax.export``) for both: a learner step
+    on the two-link arm, whose RNEA, features and RLS call every form."""
+    from dense_armor import learners, parse_urdf
+    from dense_armor.learners import ResidualLearner, Sample
+    from dense_armor.robots import minimal_urdf
+
+    model = parse_urdf(minimal_urdf())
+    learner = ResidualLearner(model, lam=0.99)
+    zero = jnp.zeros(model.n)
+    step = jax.jit(lambda state, sample: learners.step(learner, state, sample))
+
+    def ops(platform):
+        text = jax.export.export(step, platforms=[platform])(learner.init(jnp.float32), Sample(zero, zero, zero, zero)).mlir_module()
+        return {op: text.count(f"stablehlo.{op}") for op in ("optimization_barrier", "dot_general", "reduce", "concatenate")}
+
+    cpu, gpu = ops("cpu"), ops("cuda")
+    assert cpu["optimization_barrier"] > 0 and cpu["dot_general"] > 0, cpu
+    assert gpu["optimization_barrier"] == 0 and gpu["dot_general"] == 0, gpu
+    assert gpu["reduce"] > cpu["reduce"] and gpu["concatenate"] > cpu["concatenate"], (cpu, gpu)

@@ -14,9 +14,11 @@ written in the form that XLA:CPU compiles well where the obvious one does not
 * :func:`dot_last` and :func:`max_last`: a reduction over a short axis written out term by
   term, which XLA fuses with its neighbours (a reduction is a kernel of its own).
 
-What is specific to one jaxlib's compiler lives here and in the layouts of
-:mod:`dense_armor.dynamics.tree` and :mod:`dense_armor.dynamics.traversal`; the algorithms call
-these by name.
+These forms are for XLA:CPU: where a program is compiled for another platform (a GPU), each
+function is the obvious operation itself (:func:`jax.lax.platform_dependent`, decided when the
+program is lowered, so a CPU program holds only the CPU form). What is specific to one jaxlib's
+compiler lives here and in the layouts of :mod:`dense_armor.dynamics.tree` and
+:mod:`dense_armor.dynamics.traversal`; the algorithms call these by name.
 """
 
 from __future__ import annotations
@@ -39,6 +41,21 @@ JOIN_SELECTS = 10_000
 SHORT_AXIS = 16
 
 
+def _on_cpu(plain):
+    """The decorated function where the program runs on a CPU, ``plain`` (the same arguments)
+    on any other platform."""
+
+    def decorate(tuned):
+        @functools.wraps(tuned)
+        def chosen(*args):
+            return jax.lax.platform_dependent(*args, cpu=tuned, default=plain)
+
+        return chosen
+
+    return decorate
+
+
+@_on_cpu(lambda x: x)
 def materialize(x: jax.Array) -> jax.Array:
     """``x`` (..., m), computed once into a buffer of its own for its consumers to read.
 
@@ -50,10 +67,11 @@ def materialize(x: jax.Array) -> jax.Array:
     its row, which only screened, finite inputs reach).
     """
     # Over the last axis, so that under vmap it is one matrix product, not a batch of small ones;
-    # at full precision, which a GPU's default (TF32) would not keep.
+    # at full precision, whatever the platform's default.
     return jnp.matmul(x, jnp.eye(x.shape[-1], dtype=x.dtype), precision=jax.lax.Precision.HIGHEST)
 
 
+@_on_cpu(lambda x: x)
 def stage(x):
     """``x`` (any pytree of arrays) as it is, computed by the kernels before this line: XLA fuses
     nothing across it (an optimization barrier), so that a pass is a chain of kernels, each
@@ -62,6 +80,7 @@ def stage(x):
     return jax.lax.optimization_barrier(x)
 
 
+@_on_cpu(lambda a, b: jnp.sum(a * b, axis=-1))
 def dot_last(a: jax.Array, b: jax.Array) -> jax.Array:
     """``a' b`` over the last axis of ``a`` and ``b`` (..., p): for ``p <= SHORT_AXIS``, written out
     term by term (each term a product of slices), elementwise arithmetic that XLA fuses with its
@@ -72,6 +91,7 @@ def dot_last(a: jax.Array, b: jax.Array) -> jax.Array:
     return functools.reduce(jnp.add, [a[..., k] * b[..., k] for k in range(a.shape[-1])])
 
 
+@_on_cpu(lambda x: jnp.max(x, axis=-1))
 def max_last(x: jax.Array) -> jax.Array:
     """The maximum of ``x`` (..., p) over its last axis, written out like :func:`dot_last`."""
     if x.shape[-1] > SHORT_AXIS:
@@ -87,7 +107,11 @@ def stack(values) -> jax.Array:
     like = next((v for v in values if v is not ZERO), None)
     if like is None:
         return ZERO
-    values = [jnp.zeros_like(like) if v is ZERO else jnp.asarray(v) for v in values]
+    return _stacked(*(jnp.zeros_like(like) if v is ZERO else jnp.asarray(v) for v in values))
+
+
+@_on_cpu(lambda *values: jnp.stack(jnp.broadcast_arrays(*values)))
+def _stacked(*values) -> jax.Array:
     shape = (len(values), *values[-1].shape)
     index = jax.lax.broadcasted_iota(jnp.int32, shape, 0)
     out = jnp.broadcast_to(values[-1], shape)
@@ -107,6 +131,12 @@ def join(parts) -> jax.Array:
     traced = any(isinstance(part, jax.core.Tracer) for part in parts)
     if len(parts) == 1 or len(parts) * total > JOIN_SELECTS or not traced:
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    return _joined(*parts)
+
+
+@_on_cpu(lambda *parts: jnp.concatenate(parts))
+def _joined(*parts) -> jax.Array:
+    total = sum(part.shape[0] for part in parts)
     index = jax.lax.broadcasted_iota(jnp.int32, (total,), 0)
     end, out = total, None
     for part in reversed(parts):
