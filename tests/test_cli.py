@@ -529,7 +529,7 @@ def test_predictions_that_are_not_finite_are_counted_warned_and_scored_as_the_ur
     from dense_armor import learners
     from dense_armor.learners import ResidualLearner
 
-    learner = ResidualLearner(arm["model"])
+    learner = ResidualLearner(arm["model"], delta=1e6)  # the documented class's, which the command builds
     state = learner.init(jnp.float64)
     w = np.zeros((2, 5))
     w[:, 1] = w[:, 4] = 1e308  # qd and bias: finite weights, an infinite torque wherever qd > 0.8

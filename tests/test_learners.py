@@ -444,30 +444,51 @@ def _replay_outputs_P(learner, state, traj):
     return jax.lax.scan(body, state, traj)[1]
 
 
+def test_the_default_prior_follows_the_dtype():
+    """``delta`` as given in every dtype; by default 1e6 in float64 and 1e3 in float32, whose
+    first updates cannot follow a larger prior."""
+    for learner, dtype, delta in ((ResidualLearner(VERTICAL), jnp.float64, 1e6), (ResidualLearner(VERTICAL), jnp.float32, 1e3),
+                                  (ResidualLearner(VERTICAL, delta=1e5), jnp.float32, 1e5)):
+        P = learner.init(dtype).rls.P
+        chex.assert_trees_all_equal(P, jnp.broadcast_to(delta * jnp.eye(5, dtype=dtype), (VERTICAL.n, 5, 5)))
+    assert ResidualLearner(VERTICAL).init(jnp.float32).rls.P.dtype == jnp.float32
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("delta,early,late", [(1e6, 3e-3, 2e-4), (1e3, 1e-4, 1e-4)])
-def test_float32_tracks_float64_over_1e5_samples(delta, early, late):
+@pytest.mark.parametrize("delta", [None, 1e6])
+def test_float32_tracks_float64_over_1e5_samples(delta):
     """lam = 0.99, 10^5 samples, the vertical arm (all five features excited), textbook
-    covariance form with the default directional forgetting: float32 stays finite, P exactly
-    symmetric and PSD, and the predictions stay within ``early`` N m of float64's from sample
-    1000 and within ``late`` from sample 10^4 (measured: 1.6e-3 and 1.2e-4 with delta = 1e6,
-    4.4e-5 before the RNEA ran in joint frames: with a 1e6 prior the late error follows the
-    float32 rounding of the nominal torques; 1.2e-5 and 1.2e-5 with delta = 1e3; docs/benchmarks.md)."""
+    covariance form with the default directional forgetting: float32 stays finite and P exactly
+    symmetric.
+
+    With float32's default delta (1e3) P stays positive definite and the predictions within 1e-4
+    N m of float64's from sample 1000 on. Measured on trajectories of seeds 0-11 (here seed 9):
+    smallest eigenvalue of P over its largest at least 6.5e-6; largest difference from sample
+    1000 on 1.0e-5 to 2.7e-5 N m.
+
+    With delta = 1e6 the first updates are lost to rounding: over the same seeds P was indefinite
+    in the first 16 samples (on seed 3 by 658 times its largest eigenvalue), and the largest
+    difference was 1.8e-4 to 1.2e-2 N m from sample 1000 on and 3.4e-5 to 1.6e-3 N m from sample
+    10^4 on (1.6e-3 and 4.4e-5 here). What holds is that float32 recovers: within 5e-3 N m of
+    float64 from sample 10^4 on."""
     T = 100_000
     traj = precision_trajectory(T)
-    nominal = ResidualLearner(VERTICAL, lam=0.99, delta=delta)
-    p64, _ = _replay_outputs_P(nominal, nominal.init(jnp.float64), traj)
+    learner = ResidualLearner(VERTICAL, lam=0.99, delta=delta)
+    same = ResidualLearner(VERTICAL, lam=0.99, delta=1e3 if delta is None else delta)  # float64, the same prior
+    p64, _ = _replay_outputs_P(same, same.init(jnp.float64), traj)
     traj32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), traj)
-    p32, P32 = _replay_outputs_P(nominal, nominal.init(jnp.float32), traj32)
+    p32, P32 = _replay_outputs_P(learner, learner.init(jnp.float32), traj32)
     assert p32.dtype == jnp.float32 and P32.dtype == jnp.float32
     p32, P32 = np.asarray(p32, np.float64), np.asarray(P32)
     assert np.isfinite(p32).all() and np.isfinite(P32).all()
     np.testing.assert_array_equal(P32, np.swapaxes(P32, -1, -2))
-    eig = np.linalg.eigvalsh(P32[::10].astype(np.float64))
-    assert (eig.min(-1) >= -1e-6 * eig.max(-1)).all(), (eig.min(-1) / eig.max(-1)).min()
     diff = np.abs(p32 - np.asarray(p64))
-    assert diff[1000:].max() <= early, diff[1000:].max()
-    assert diff[10_000:].max() <= late, diff[10_000:].max()
+    if delta is None:
+        eig = np.linalg.eigvalsh(P32[::10].astype(np.float64))
+        assert (eig.min(-1) > 0).all(), (eig.min(-1) / eig.max(-1)).min()
+        assert diff[1000:].max() <= 1e-4, diff[1000:].max()
+    else:
+        assert diff[10_000:].max() <= 5e-3, diff[10_000:].max()
 
 
 # --- the documented wrapper --------------------------------------------------------------

@@ -390,7 +390,7 @@ def test_the_default_prior_follows_the_dtype():
         p = learner.num_parameters
         chex.assert_trees_all_equal(state.rls.P, delta * jnp.eye(p, dtype=dtype))
         chex.assert_trees_all_equal(state.noise.anchor_P, delta * jnp.eye(p, dtype=dtype))
-        assert learner.prior_scale(dtype).dtype == dtype
+        assert state.rls.P.dtype == dtype
 
 
 @pytest.mark.slow

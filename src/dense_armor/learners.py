@@ -144,14 +144,24 @@ def _concrete(value):
 
 def check_hyperparameters(lam, delta, fast_lam=1.0):
     """Raise ValueError for ``lam`` or ``fast_lam`` outside (0, 1], or ``delta`` not a finite
-    number above 0 (Python numbers, NumPy and concrete JAX arrays; traced values pass)."""
+    number above 0 (Python numbers, NumPy and concrete JAX arrays; traced values and a ``delta``
+    of ``None``, :func:`prior_scale`'s default, pass)."""
     for name, value in (("lam", lam), ("fast_lam", fast_lam)):
         a = _concrete(value)
         if a is not None and not np.all((a > 0.0) & (a <= 1.0)):
             raise ValueError(f"{name} must be in (0, 1], got {value}")
-    a = _concrete(delta)
+    a = None if delta is None else _concrete(delta)
     if a is not None and not np.all(np.isfinite(a) & (a > 0) & (a < 1e300)):
         raise ValueError(f"delta must be a finite number > 0 (and below 1e300), got {delta}")
+
+
+def prior_scale(delta, dtype) -> jax.Array:
+    """``delta`` (``P0 = delta I``) in ``dtype``; ``None`` chooses by precision: 1e6 in float64,
+    1e3 below it, where the first updates from a larger prior are lost to rounding
+    (``docs/design.md``, "float32 learners")."""
+    if delta is None:
+        delta = 1e6 if jnp.finfo(dtype).bits >= 64 else 1e3
+    return jnp.asarray(delta, dtype)
 
 
 def check_response(reopen, forgetting="directional", warmup_steps=0, detector_warmup=0):
@@ -240,7 +250,8 @@ class ResidualLearner(Learner):
     Attributes:
         model: the nominal (URDF) model.
         lam: forgetting factor in (0, 1].
-        delta: initial covariance scale, ``P0 = delta I``.
+        delta: initial covariance scale, ``P0 = delta I``; by default 1e6 in float64 and 1e3 in
+            float32 (:func:`prior_scale`).
         detector: ``None``, or a :class:`~dense_armor.drift.Hampel`,
             :class:`~dense_armor.drift.CUSUM` or :class:`~dense_armor.drift.Innovation` on the
             standardised prior error.
@@ -259,7 +270,7 @@ class ResidualLearner(Learner):
 
     model: Model
     lam: float | jax.Array = 1.0
-    delta: float | jax.Array = 1e6
+    delta: float | jax.Array | None = None
     detector: Hampel | CUSUM | Innovation | None = None
     fast_lam: float | jax.Array = 0.9
     warmup_steps: int | jax.Array = 20
@@ -277,7 +288,7 @@ class ResidualLearner(Learner):
         dtype = jnp.dtype(dtype or jnp.result_type(float))
         zero = jnp.zeros((), jnp.int32)
         return LearnerState(
-            rls=rls.init(len(FEATURE_NAMES), self.delta, batch_shape=(self.model.n,), dtype=dtype),
+            rls=rls.init(len(FEATURE_NAMES), prior_scale(self.delta, dtype), batch_shape=(self.model.n,), dtype=dtype),
             count=zero,
             rejected=zero,
             countdown=zero,

@@ -79,7 +79,7 @@ import numpy as np
 
 from dense_armor import inertial, learners, rls, spatial
 from dense_armor.dynamics import body_regressor, rnea
-from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response
+from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response, prior_scale
 from dense_armor.model import Model
 
 __all__ = [
@@ -182,7 +182,7 @@ class PayloadLearner(Learner):
             payload's parameters are learned and reported in this link's frame.
         lam: forgetting factor in (0, 1].
         delta: prior covariance scale, ``P0 = delta I`` (prior ``w0 = 0``), > 0; by default 1e6
-            in float64 and 1e3 in float32, whose first updates cannot follow a larger prior.
+            in float64 and 1e3 in float32 (:func:`~dense_armor.learners.prior_scale`).
         friction: ``True`` (viscous, Coulomb and offset columns per joint), ``False``, or a
             subset of ``("viscous", "coulomb", "offset")``.
         forgetting: ``"directional"`` (default; no covariance wind-up) or ``"exponential"``
@@ -235,7 +235,7 @@ class PayloadLearner(Learner):
         reopen: float | jax.Array = 0.0,
         joseph: bool = False,
     ):
-        check_hyperparameters(lam, 1.0 if delta is None else delta, fast_lam)
+        check_hyperparameters(lam, delta, fast_lam)
         check_response(reopen, forgetting, warmup_steps, detector_warmup)
         if link is None:
             link = model.body_names[-1]
@@ -260,15 +260,10 @@ class PayloadLearner(Learner):
         """Names of the entries of ``w``: the 10 payload parameters, then friction per joint."""
         return PARAMETER_NAMES + tuple(f"{t} {j}" for t in self.friction for j in self.model.joint_names)
 
-    def prior_scale(self, dtype) -> jax.Array:
-        """``delta`` in ``dtype``: as given, else 1e6 in float64 and 1e3 in lower precisions."""
-        default = 1e6 if jnp.finfo(dtype).bits >= 64 else 1e3
-        return jnp.asarray(default if self.delta is None else self.delta, dtype)
-
     def init(self, dtype=None) -> PayloadState:
         """The initial state: ``w = 0``, ``P = delta I``, no noise estimate yet."""
         dtype = jnp.dtype(dtype or jnp.result_type(float))
-        delta = self.prior_scale(dtype)
+        delta = prior_scale(self.delta, dtype)
         zero = jnp.zeros((), jnp.int32)
         fzero = jnp.zeros((), dtype)
         p = self.num_parameters
@@ -454,7 +449,7 @@ def payload_estimate(learner: PayloadLearner, state: PayloadState, threshold=1.0
     p = w.shape[-1]
     n = learner.model.n
     tol = jnp.sqrt(jnp.finfo(dtype).eps)
-    delta = learner.prior_scale(dtype)
+    delta = prior_scale(learner.delta, dtype)
 
     # Excitation: eigen-decomposition of P relative to the prior delta I.
     evals, evecs = jnp.linalg.eigh(rls._sym(P))
