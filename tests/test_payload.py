@@ -400,9 +400,10 @@ def test_float32_tracks_float64_over_1e5_samples():
     covariance form. float32 stays finite and ``P`` exactly symmetric in both runs.
 
     With float32's default delta = 1e3, ``P`` stays positive semi-definite and the predictions
-    within 1e-4 N m of float64's throughout. Measured on trajectories of seeds 0-11 (here seed 9):
+    within 2e-4 N m of float64's throughout. Measured on trajectories of seeds 0-11 (here seed 9):
     smallest eigenvalue of P over the largest at least 2.6e-8, largest difference 2.6e-5 to
-    1.4e-4 N m (8.3e-5 here).
+    1.4e-4 N m (8.3e-5 here; the bound is the worst seed's, with room for rounding that moves
+    with how XLA fuses the step).
 
     With delta = 1e6 the excited directions fall 1e10 below the prior, past float32's 1 / eps:
     how the first updates round decides the first hundreds of samples. Over the same seeds `P`
@@ -425,5 +426,5 @@ def test_float32_tracks_float64_over_1e5_samples():
     eig = np.linalg.eigvalsh(P32[1].astype(np.float64))  # delta = 1e3, after samples 9, 19, ...
     assert (eig.min(-1) >= 0).all(), eig.min()
     diff = np.abs(p32 - np.asarray(p64).reshape(2, T, 2)).max(axis=-1)
-    assert diff[1].max() <= 1e-4, diff[1].max()
+    assert diff[1].max() <= 2e-4, diff[1].max()
     assert diff[0, 10_000:].max() <= 5e-3, diff[0, 10_000:].max()
