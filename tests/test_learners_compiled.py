@@ -37,7 +37,7 @@ def panda():
     [
         (lambda m: ResidualLearner(m), 17),
         (lambda m: ResidualLearner(m, detector=Hampel()), 27),
-        (lambda m: PayloadLearner(m), 70),
+        (lambda m: PayloadLearner(m), 54),
         (lambda m: RobotLearner(m), 134),
     ],
 )

@@ -42,8 +42,10 @@ alarm :func:`dense_armor.learners.respond` re-opens the covariance by ``reopen``
 and lowers the forgetting factor to ``fast_lam`` for ``warmup_steps`` samples, and the noise
 statistics restart so that the report describes the new regime.
 
-Precision (float32, what a GPU batch runs). The covariance is updated in the textbook form
-``P - K X P`` (symmetrised) in every dtype. float32 cannot follow the first updates from a prior
+Precision (float32, what a GPU batch runs). In float64 ``X P`` is computed once and the
+forgetting and the update are one correction of ``P`` (:func:`dense_armor.rls.block_update`, as
+the whole-robot learner does); in float32 the update forms ``X P`` again from the forgotten
+``P`` as stored, as that correction can overflow from a vague prior. float32 cannot follow the first updates from a prior
 more than about 1 / eps = 1e7 times the posterior (``P`` turns indefinite and predictions can go
 astray for hundreds of samples), so ``delta`` defaults to 1e3 there and 1e6 in float64
 (``docs/design.md``, "float32 learners", has the measurements); no square-root form is
@@ -294,9 +296,6 @@ class PayloadLearner(Learner):
         X, nominal = self.features(q, qd, qdd, state.rls.w.dtype)
         return nominal + X @ state.rls.w
 
-    def _learn(self, state: rls.RLSState, X, y, lam) -> rls.RLSState:
-        return rls.update_rows(state, X, y, lam, directional=self.forgetting == "directional", joseph=self.joseph)
-
     def learn(self, state: PayloadState, prepared: Prepared) -> tuple[PayloadState, StepOutput]:
         """The stateful half of :meth:`~dense_armor.learners.Learner.step`: predict, score, learn."""
         dtype = state.rls.w.dtype
@@ -324,9 +323,17 @@ class PayloadLearner(Learner):
             zero = jnp.zeros((), dtype)
             fresh = NoiseState(zero, zero, zero, jnp.ones((), dtype), rls_state.w, rls_state.P)
             noise = jax.tree.map(lambda a, b: jnp.where(alarm, a, b), fresh, noise)
-        z = whiten(rls_state.P, lam)
+        directional = self.forgetting == "directional"
+        # X P, the update's largest product, computed once in float64; in float32 the update
+        # forms it from the forgotten P as stored, which from a vague prior keeps P finite
+        XP = X @ rls_state.P if jnp.finfo(dtype).bits >= 64 else None
+        learned_rls, innovation = rls.block_update(rls_state, X, target, lam, directional=directional, joseph=self.joseph,
+                                                   XP=XP)
+        # the whitened prior error's square, e' (I + X P X' / lam)^-1 e: the innovation's S is
+        # that after directional forgetting, lam I + X P X' without it
+        zz = (1.0 if directional else lam) * (error @ innovation.standardized)
         noise = NoiseState(
-            sse=lam * noise.sse + z @ z,
+            sse=lam * noise.sse + zz,
             rows=lam * noise.rows + n,
             rows2=lam**2 * noise.rows2 + n,
             prior=lam * noise.prior,
@@ -334,7 +341,7 @@ class PayloadLearner(Learner):
             anchor_P=noise.anchor_P,
         )
         learned = PayloadState(
-            rls=self._learn(rls_state, X, target, lam),
+            rls=learned_rls,
             count=state.count + 1,
             rejected=state.rejected,
             countdown=countdown,
