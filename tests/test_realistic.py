@@ -7,7 +7,16 @@ import pytest
 
 pytest.importorskip("mujoco")
 
+import jax.numpy as jnp  # noqa: E402
+import mujoco_robot as mr  # noqa: E402
+import numpy as np  # noqa: E402
 from realistic import case  # noqa: E402  (benchmarks/, on the path through conftest.py)
+
+from dense_armor.learners import Sample  # noqa: E402
+from dense_armor.logs import load_log, write_table  # noqa: E402
+from dense_armor.replay import replay_trajectory  # noqa: E402
+from dense_armor.robot_learner import RobotLearner  # noqa: E402
+from dense_armor.urdf import parse_urdf  # noqa: E402
 
 
 @pytest.mark.slow
@@ -44,16 +53,6 @@ def test_the_whole_robot_learner_in_float32_does_as_well_as_in_float64(tmp_path)
     with a float32 state and a float64 one. The predictions differ (by up to 0.08 N m at the 99th
     percentile, and by more for a sample or two where the alarm lands), the result does not: the
     same alarm within a few milliseconds and the same RMSE (float32/float64 0.998 here)."""
-    import jax.numpy as jnp
-    import mujoco_robot as mr
-    import numpy as np
-
-    from dense_armor.learners import Sample
-    from dense_armor.logs import load_log, write_table
-    from dense_armor.replay import replay_trajectory
-    from dense_armor.robot_learner import RobotLearner
-    from dense_armor.urdf import parse_urdf
-
     sim = mr.simulate("ur5", 0, 1000.0, 30.0, "pick", change_time=18.0)
     urdf, log = tmp_path / "ur5.urdf", tmp_path / "log.npz"
     urdf.write_text(mr.nominal_urdf("ur5"))

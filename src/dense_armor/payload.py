@@ -45,11 +45,11 @@ statistics restart so that the report describes the new regime.
 Precision (float32, what a GPU batch runs). In float64 ``X P`` is computed once and the
 forgetting and the update are one correction of ``P`` (:func:`dense_armor.rls.block_update`, as
 the whole-robot learner does); in float32 the update forms ``X P`` again from the forgotten
-``P`` as stored, as that correction can overflow from a vague prior. float32 cannot follow the first updates from a prior
-more than about 1 / eps = 1e7 times the posterior (``P`` turns indefinite and predictions can go
-astray for hundreds of samples), so ``delta`` defaults to 1e3 there and 1e6 in float64
-(``docs/design.md``, "float32 learners", has the measurements); no square-root form is
-implemented.
+``P`` as stored, as that correction can overflow from a vague prior. float32 cannot follow the
+first updates from a prior more than about 1 / eps = 1e7 times the posterior (``P`` turns
+indefinite and predictions can go astray for hundreds of samples), so ``delta`` defaults to 1e3
+there and 1e6 in float64 (``docs/design.md``, "float32 learners", has the measurements); no
+square-root form is implemented.
 
 Physical report. :func:`payload_estimate` turns ``w`` and ``P`` into mass, centre of mass,
 rotational inertia about the centre of mass and friction coefficients, each with a standard
@@ -303,20 +303,16 @@ class PayloadLearner(Learner):
         X, target, nominal, valid = prepared
         residual = X @ state.rls.w
         error = target - residual
-        eye = jnp.eye(n, dtype=dtype)
-
-        def whiten(P, lam):
-            # z = L^-1 e with L L' = I + X P X' / lam, the prior innovation's covariance / sigma^2.
-            L = jnp.linalg.cholesky(eye + rls._sym(X @ P @ X.T) / lam)
-            return jax.scipy.linalg.solve_triangular(L, error, lower=True)
-
         lam = jnp.asarray(self.lam, dtype)
         rls_state, noise = state.rls, state.noise
         countdown, detector, alarm = state.countdown, state.detector, jnp.zeros((), bool)
         if self.detector is not None:
             lam_now = jnp.where(countdown > 0, jnp.asarray(self.fast_lam, dtype), lam)
+            # z = L^-1 e with L L' = I + X P X' / lam, the prior innovation's covariance / sigma^2
+            L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + rls._sym(X @ state.rls.P @ X.T) / lam_now)
+            z = jax.scipy.linalg.solve_triangular(L, error, lower=True)
             fed = valid & (state.count >= self.detector_warmup)
-            detector, alarms = self.detector.step(state.detector, whiten(state.rls.P, lam_now), fed)
+            detector, alarms = self.detector.step(state.detector, z, fed)
             alarm = jnp.any(alarms)
             detector, rls_state, countdown, lam = learners.respond(self, alarm, detector, rls_state, countdown, lam)
             # A new regime: restart the noise statistics from the state after the response.
