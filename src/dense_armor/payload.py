@@ -12,7 +12,7 @@ on the columns of the chosen body (``T`` re-expresses parameters given in the fr
 chosen link, if that link sits behind fixed joints on body ``b``) and, optionally, per-joint
 viscous ``f_v``, Coulomb ``f_c`` and offset ``f_0`` columns. The parameters
 ``w = (pi, f_v, f_c, f_0)`` are shared by all joints, so one RLS learns from the ``n`` stacked
-joint equations of each sample (:func:`dense_armor.rls.update_rows`).
+joint equations of each sample (:func:`dense_armor.rls.block_update`).
 
 Same functional shape as :class:`dense_armor.learners.ResidualLearner`: hyperparameters are
 pytree leaves, the state is an immutable :class:`PayloadState`, ``step`` is prequential
