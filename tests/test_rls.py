@@ -382,8 +382,8 @@ def test_reopen_adds_to_the_diagonal_and_keeps_the_weights():
 
 @pytest.mark.parametrize("joseph", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_block_update_given_its_product_is_the_same_update(joseph):
-    """With ``XP`` given, directional forgetting and the update are one correction of P (X P_f =
-    X P / lam): the same state, innovation and gain as forgetting P first; rank-deficient rows too."""
+    """With ``PXt`` given, directional forgetting and the update are one correction of P (P_f X' =
+    P X' / lam): the same state, innovation and gain as forgetting P first; rank-deficient rows too."""
     rng = np.random.default_rng(21)
     p, lam = 9, 0.95
     s0 = _random_state(rng, p)
@@ -393,7 +393,7 @@ def test_block_update_given_its_product_is_the_same_update(joseph):
     for rows in (X[:3], X):
         plain, inno = rls.block_update(s0, rows, y[: len(rows)], lam, directional=True, joseph=joseph)
         fused, inno_f = rls.block_update(s0, rows, y[: len(rows)], lam, directional=True, joseph=joseph,
-                                         XP=rows @ s0.P)
+                                         PXt=s0.P @ rows.T)
         chex.assert_trees_all_close(fused, plain, rtol=1e-9, atol=1e-10)
         chex.assert_trees_all_close(inno_f, inno, rtol=1e-9, atol=1e-10)
         # the gain is the update, and the posterior's P X'
@@ -403,12 +403,12 @@ def test_block_update_given_its_product_is_the_same_update(joseph):
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_block_update_with_its_product_keeps_the_covariance_exactly_symmetric(dtype):
-    """The one-correction form writes P's update as D' (sign(d) D), symmetric as computed: no
+    """The one-correction form writes P's update as Dt (sign(d) Dt)', symmetric as computed: no
     symmetrising pass, and none needed, over many updates with forgetting."""
     rng = np.random.default_rng(3)
     p, m = 30, 5
     state = rls.RLSState(jnp.zeros(p, dtype), jnp.eye(p, dtype=dtype))
-    step = jax.jit(lambda s, X, y: rls.block_update(s, X, y, 0.99, directional=True, XP=X @ s.P)[0])
+    step = jax.jit(lambda s, X, y: rls.block_update(s, X, y, 0.99, directional=True, PXt=s.P @ X.T)[0])
     for _ in range(200):
         state = step(state, jnp.asarray(rng.standard_normal((m, p)), dtype), jnp.asarray(rng.standard_normal(m), dtype))
     P = np.asarray(state.P)

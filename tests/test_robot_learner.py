@@ -236,8 +236,8 @@ def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
         error = target - X @ learned.w
         state, alarm, *_, signature = detector.step(state, X, error, jnp.ones(n), jnp.eye(n), error, learned.w, 1.0,
                                                     columns, 1.0, rate, True)
-        learned, _ = rls.block_update(learned, X, target, 0.99, directional=True, XP=X @ learned.P)
-        plain, _ = rls.block_update(plain, X, untouched, 0.99, directional=True, XP=X @ plain.P)
+        learned, _ = rls.block_update(learned, X, target, 0.99, directional=True, PXt=learned.P @ X.T)
+        plain, _ = rls.block_update(plain, X, untouched, 0.99, directional=True, PXt=plain.P @ X.T)
         return (learned, plain, detector.absorb(state, learned.P @ X.T, signature)), alarm
 
     prior = rls.RLSState(jnp.zeros(p), jnp.eye(p))

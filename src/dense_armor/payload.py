@@ -42,9 +42,9 @@ alarm :func:`dense_armor.learners.respond` re-opens the covariance by ``reopen``
 and lowers the forgetting factor to ``fast_lam`` for ``warmup_steps`` samples, and the noise
 statistics restart so that the report describes the new regime.
 
-Precision (float32, what a GPU batch runs). In float64 ``X P`` is computed once and the
+Precision (float32, what a GPU batch runs). In float64 ``P X'`` is computed once and the
 forgetting and the update are one correction of ``P`` (:func:`dense_armor.rls.block_update`, as
-the whole-robot learner does); in float32 the update forms ``X P`` again from the forgotten
+the whole-robot learner does); in float32 the update forms ``P X'`` again from the forgotten
 ``P`` as stored, as that correction can overflow from a vague prior. float32 cannot follow the
 first updates from a prior more than about 1 / eps = 1e7 times the posterior (``P`` turns
 indefinite and predictions can go astray for hundreds of samples), so ``delta`` defaults to 1e3
@@ -320,11 +320,11 @@ class PayloadLearner(Learner):
             fresh = NoiseState(zero, zero, zero, jnp.ones((), dtype), rls_state.w, rls_state.P)
             noise = jax.tree.map(lambda a, b: jnp.where(alarm, a, b), fresh, noise)
         directional = self.forgetting == "directional"
-        # X P, the update's largest product, computed once in float64; in float32 the update
+        # P X', the update's largest product, computed once in float64; in float32 the update
         # forms it from the forgotten P as stored, which from a vague prior keeps P finite
-        XP = X @ rls_state.P if jnp.finfo(dtype).bits >= 64 else None
+        PXt = rls_state.P @ X.T if jnp.finfo(dtype).bits >= 64 else None
         learned_rls, innovation = rls.block_update(rls_state, X, target, lam, directional=directional, joseph=self.joseph,
-                                                   XP=XP)
+                                                   PXt=PXt)
         # the whitened prior error's square, e' (I + X P X' / lam)^-1 e: the innovation's S is
         # that after directional forgetting, lam I + X P X' without it
         zz = (1.0 if directional else lam) * (error @ innovation.standardized)

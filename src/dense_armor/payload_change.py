@@ -280,11 +280,12 @@ class PayloadDetector(eqx.Module):
         n = Y.shape[0]
         signature = jnp.where(active[None, :, None], Y[:, None] - (Xw @ D.reshape(D.shape[0], -1)).reshape(n, ONSETS, 10), 0.0)
         whiten = jax.scipy.linalg.solve_triangular(L, jnp.diag(r), lower=True)  # L^-1 r: one small solve
-        whitened = whiten @ jnp.concatenate([ew[:, None], Y, signature.reshape(n, -1)], axis=1)
-        eb, Yb, Sb = whitened[:, 0], whitened[:, 1:11], whitened[:, 11:].reshape(n, ONSETS, 10)
+        # the fits' rows transposed, (k, n): each sum of products below runs over the last axis
+        whitened = jnp.concatenate([ew[None], Y.T, signature.reshape(n, -1).T]) @ whiten.T
+        eb, Yb, Sb = whitened[0], whitened[1:11], whitened[11:].reshape(ONSETS, 10, n)
         # the windows forget, the change since the alarm does not; one product for all sums
-        zz = jnp.concatenate([Yb, eb[:, None], Y * r[:, None], (e_baseline * r)[:, None]], axis=1)
-        Z = zz.T @ zz
+        zz = jnp.concatenate([Yb, eb[None], (Y * r[:, None]).T, (e_baseline * r)[None]])
+        Z = zz @ zz.T
         YY = jnp.stack([Z[:10, :10], Z[:10, :10], Z[11:21, 11:21]])  # (short, long, change)
         Ye = jnp.stack([Z[:10, 10], Z[:10, 10], Z[11:21, 21]])
         keep = jnp.concatenate([self._lam(dtype, rate), jnp.ones(1, dtype)])
@@ -292,8 +293,8 @@ class PayloadDetector(eqx.Module):
         b = jnp.where(valid, keep[:, None] * state.b + Ye, state.b)
         fresh = new[:, None]
         onsets = OnsetBank(
-            D=D, A=jnp.where(fresh[..., None], 0.0, bank.A) + jnp.einsum("nhk,nhl->hkl", Sb, Sb),
-            b=jnp.where(fresh, 0.0, bank.b) + jnp.einsum("nhk,n->hk", Sb, eb),
+            D=D, A=jnp.where(fresh[..., None], 0.0, bank.A) + jnp.einsum("hkn,hln->hkl", Sb, Sb),
+            b=jnp.where(fresh, 0.0, bank.b) + jnp.einsum("hkn,n->hk", Sb, eb),
             age=jnp.where(new, 1, jnp.where(active, bank.age + 1, 0)), mass=jnp.where(new, mass, bank.mass))
         onsets = jax.tree.map(lambda a, f: jnp.where(valid, a, f), onsets, bank)
         new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,

@@ -320,16 +320,16 @@ def block_update(
     directional: bool = False,
     max_trace: ArrayLike | None = None,
     joseph: bool = False,
-    XP: ArrayLike | None = None,
+    PXt: ArrayLike | None = None,
 ) -> tuple[RLSState, Innovation]:
-    """:func:`update_rows`, also returning the block's :class:`Innovation`; ``XP`` is ``X P``
-    when the caller has it already (the update's largest product).
+    """:func:`update_rows`, also returning the block's :class:`Innovation`; ``PXt`` is ``P X'``
+    (..., p, m) when the caller has it already (the update's largest product).
 
     Directional forgetting of the block is ``P_f = P + c P X' G^+ X P``, ``c = (1 - lam) /
     lam``, ``G = X P X'`` (in information form ``R <- R - (1 - lam) X' G^+ X + X' X``, the block
-    form of Kulhavy's restricted forgetting), then a plain (``lam = 1``) update. With ``XP``
-    given, ``X P_f = X P / lam`` is used (exact for ``P`` positive definite, and without a new
-    product with ``P``), and the two are one correction of ``P`` by ``X P' (c G^+ X P - K' /
+    form of Kulhavy's restricted forgetting), then a plain (``lam = 1``) update. With ``PXt``
+    given, ``P_f X' = P X' / lam`` is used (exact for ``P`` positive definite, and without a new
+    product with ``P``), and the two are one correction of ``P`` by ``P X' (c G^+ X P - K' /
     lam)``, ``K' = (I + G / lam)^-1 X P / lam``: one product of the size of ``P``, not two.
     """
     _check_lam(lam)
@@ -341,36 +341,37 @@ def block_update(
     m, p = X.shape[-2], X.shape[-1]
     Xt = jnp.swapaxes(X, -1, -2)
 
-    given = XP is not None
-    XP = jnp.asarray(XP, dt) if given else X @ P  # (P X')', shape (..., m, p)
-    G = _sym(XP @ Xt)
+    given = PXt is not None
+    # P X', not X P (P is symmetric): every product below then has its summed axis last on the
+    # left, the form XLA:CPU hands to its fast matrix kernels
+    PXt = jnp.asarray(PXt, dt) if given else P @ Xt
+    G = _sym(X @ PXt)
     err = y - jnp.einsum("...mi,...i->...m", X, w)
-    PXt, lam0 = jnp.swapaxes(XP, -1, -2), lam[..., None, None]
+    lam0 = lam[..., None, None]
     if directional:
         g, V = jnp.linalg.eigh(G)
         tol = jnp.sqrt(jnp.finfo(dt).eps) * jnp.max(jnp.abs(g), axis=-1, keepdims=True)
         keep = g > tol
         forget = jnp.where(keep, (1 - lam[..., None]) / (lam[..., None] * jnp.where(keep, g, 1)), 0)
-        C = jnp.swapaxes(V, -1, -2) @ XP  # V' X P
+        Ct = PXt @ V  # P X' V
         if given and not joseph:
-            return _eigen_update(w, P, G / lam0, V, jnp.maximum(g, 0), C, forget, err, lam, max_trace)
-        forgotten = V @ (forget[..., None] * C)  # c G^+ X P
-        if given:  # X P_f = X P / lam
-            XP, G = XP / lam0, G / lam0
-        else:  # X P_f from the forgotten P as stored (more accurate for a vague float32 prior)
-            P = _sym(P + PXt @ forgotten)
-            XP = X @ P
-            G, PXt = _sym(XP @ Xt), jnp.swapaxes(XP, -1, -2)
+            return _eigen_update(w, P, G / lam0, V, jnp.maximum(g, 0), Ct, forget, err, lam, max_trace)
+        forgotten = (Ct * forget[..., None, :]) @ jnp.swapaxes(V, -1, -2) @ jnp.swapaxes(PXt, -1, -2)  # c P X' G^+ X P
+        if given:  # P_f X' = P X' / lam
+            P = P + forgotten if joseph else P
+            PXt, G = PXt / lam0, G / lam0
+        else:  # P_f X' from the forgotten P as stored (more accurate for a vague float32 prior)
+            P = _sym(P + forgotten)
+            PXt = P @ Xt
+            G = _sym(X @ PXt)
         lam = jnp.ones_like(lam)
     lam2 = lam[..., None, None]
     S = _sym(lam2 * jnp.eye(m, dtype=dt) + G)
     # pivoted LU, not Cholesky: with a vague float32 prior S can lose definiteness to rounding
-    solved = jnp.linalg.solve(S, jnp.concatenate([XP, jnp.broadcast_to(err[..., None], (*XP.shape[:-1], 1))], axis=-1))
+    solved = jnp.linalg.solve(S, jnp.concatenate([jnp.swapaxes(PXt, -1, -2), err[..., None]], axis=-1))
     Kt, standardized = solved[..., :p], solved[..., p]  # K' = S^-1 X P, and S^-1 e
     w_new = w + jnp.einsum("...mi,...m->...i", Kt, err)
     if joseph:
-        if directional and given:
-            P = P + PXt @ forgotten
         A = jnp.eye(p, dtype=dt) - jnp.swapaxes(Kt, -1, -2) @ X
         P_new = A @ (P / lam2) @ jnp.swapaxes(A, -1, -2) + jnp.swapaxes(Kt, -1, -2) @ Kt
     else:
@@ -380,22 +381,23 @@ def block_update(
                                                   jnp.swapaxes(Kt, -1, -2))
 
 
-def _eigen_update(w, P, G, V, g, C, forget, err, lam, max_trace):
+def _eigen_update(w, P, G, V, g, Ct, forget, err, lam, max_trace):
     """Directional forgetting and the update in one correction of ``P``, from the rows'
-    ``X P X' = V diag(g) V'``, ``C = V' X P`` and ``G = X P X' / lam`` (as the update sees it):
-    ``S = I + G``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and ``P <- P + C' diag(d) C`` with
-    ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting, 0 where ``g`` is not
-    excited). Written ``D' (sign(d) D)``, ``D = sqrt|d| C``, the correction is symmetric as
+    ``X P X' = V diag(g) V'``, ``Ct = P X' V`` and ``G = X P X' / lam`` (as the update sees it):
+    ``S = I + G``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and ``P <- P + Ct diag(d) Ct'``
+    with ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting, 0 where ``g`` is not
+    excited). Written ``Dt (sign(d) Dt)'``, ``Dt = Ct sqrt|d|``, the correction is symmetric as
     computed: no symmetrising pass over ``P``."""
     lam = lam[..., None]
     inv = 1 / (lam + g)
-    Ve = jnp.einsum("...km,...k->...m", V, err)  # V' e
-    w_new = w + jnp.einsum("...mi,...m->...i", C, inv * Ve)
+    Ve = jnp.einsum("...m,...mk->...k", err, V)  # V' e
+    w_new = w + jnp.einsum("...ik,...k->...i", Ct, inv * Ve)
     d = forget - inv / lam
-    D = jnp.sqrt(jnp.abs(d))[..., None] * C
-    P_new = _bound_trace(P + jnp.swapaxes(D, -1, -2) @ (jnp.sign(d)[..., None] * D), max_trace)
+    Dt = Ct * jnp.sqrt(jnp.abs(d))[..., None, :]
+    P_new = _bound_trace(P + Dt @ jnp.swapaxes(Dt * jnp.sign(d)[..., None, :], -1, -2), max_trace)
+    gain = (Ct * inv[..., None, :]) @ jnp.swapaxes(V, -1, -2)  # K = P X' V diag(inv) V'
     innovation = Innovation(err, G, jnp.eye(g.shape[-1], dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
-                            jnp.einsum("...ik,...k->...i", V**2, g * inv), jnp.einsum("...ki,...k,...mk->...im", C, inv, V))
+                            jnp.einsum("...ik,...k->...i", V**2, g * inv), gain)
     return RLSState(w=w_new, P=P_new), innovation
 
 

@@ -379,11 +379,11 @@ class RobotLearner(Learner):
         correlation = _correlation(noise)
 
         rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
-        XP = Xw @ state.rls.P  # the update's largest product, computed once
+        PXt = state.rls.P @ Xw.T  # the update's largest product, computed once
         # the prior errors over their predictive spread (noise and the parameters' uncertainty):
         # what the errors' correlation is measured on, so that a transient the learner expects
         # (a body re-opened after an alarm) cannot pass for correlated noise
-        standard = ew / jnp.sqrt(1.0 + jnp.sum(XP * Xw, axis=1))
+        standard = ew / jnp.sqrt(1.0 + jnp.sum(PXt * Xw.T, axis=0))
         # each joint's speed band, and its excess there (the velocity is the viscous column)
         n = self.model.n
         viscous = 10 * self.model.n_bodies + n * JOINT_TERMS.index("viscous")
@@ -397,7 +397,7 @@ class RobotLearner(Learner):
             # errors whitened by their prior covariance, I + tau X P X' (the parameters'
             # uncertainty counted at the errors' correlation time): a configuration the
             # learner has not yet learned does not look like a payload
-            L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * (XP @ Xw.T) * r[None, :]))
+            L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * (Xw @ PXt) * r[None, :]))
             columns = self._columns
             body_mass = jnp.asarray(self.model.inertia, dtype)[self.body, 0] + state.rls.w[columns.start]
             detector, alarm, baseline, fitted, fitted_std, signature = self.detector.step(
@@ -417,10 +417,10 @@ class RobotLearner(Learner):
             held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
             y = y - (rows * held) @ rls_state.w
             rows = rows * (1.0 - held)
-            XP = jax.lax.cond(settling, lambda: rows @ rls_state.P, lambda: XP)
+            PXt = jax.lax.cond(settling, lambda: rls_state.P @ rows.T, lambda: PXt)
 
         lam = jnp.asarray(self.lam, dtype)
-        rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets, XP=XP)
+        rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets, PXt=PXt)
         if self.detector is not None:
             detector = self.detector.absorb(detector, innovation.gain, signature)
 
