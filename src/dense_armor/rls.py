@@ -342,8 +342,9 @@ def block_update(
     Xt = jnp.swapaxes(X, -1, -2)
 
     given = PXt is not None
-    # P X', not X P (P is symmetric): every product below then has its summed axis last on the
-    # left, the form XLA:CPU hands to its fast matrix kernels
+    # P X', not X P (P is symmetric): the products of P's size then sum over the left operand's
+    # last axis, the form XLA:CPU hands to its matrix library; those over the m rows alone are
+    # written out (compiler.dot_last), which fuses them with their neighbours
     PXt = jnp.asarray(PXt, dt) if given else P @ Xt
     G = _sym(X @ PXt)
     err = y - jnp.einsum("...mi,...i->...m", X, w)
@@ -353,7 +354,7 @@ def block_update(
         tol = jnp.sqrt(jnp.finfo(dt).eps) * jnp.max(jnp.abs(g), axis=-1, keepdims=True)
         keep = g > tol
         forget = jnp.where(keep, (1 - lam[..., None]) / (lam[..., None] * jnp.where(keep, g, 1)), 0)
-        Ct = PXt @ V  # P X' V
+        Ct = dot_last(PXt[..., :, None, :], jnp.swapaxes(V, -1, -2)[..., None, :, :])  # P X' V, summed over the m rows
         if given and not joseph:
             return _eigen_update(w, P, G / lam0, V, jnp.maximum(g, 0), Ct, forget, err, lam, max_trace)
         forgotten = (Ct * forget[..., None, :]) @ jnp.swapaxes(V, -1, -2) @ jnp.swapaxes(PXt, -1, -2)  # c P X' G^+ X P
@@ -395,7 +396,7 @@ def _eigen_update(w, P, G, V, g, Ct, forget, err, lam, max_trace):
     d = forget - inv / lam
     Dt = Ct * jnp.sqrt(jnp.abs(d))[..., None, :]
     P_new = _bound_trace(P + Dt @ jnp.swapaxes(Dt * jnp.sign(d)[..., None, :], -1, -2), max_trace)
-    gain = (Ct * inv[..., None, :]) @ jnp.swapaxes(V, -1, -2)  # K = P X' V diag(inv) V'
+    gain = dot_last((Ct * inv[..., None, :])[..., :, None, :], V[..., None, :, :])  # K = P X' V diag(inv) V'
     innovation = Innovation(err, G, jnp.eye(g.shape[-1], dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
                             jnp.einsum("...ik,...k->...i", V**2, g * inv), gain)
     return RLSState(w=w_new, P=P_new), innovation
