@@ -358,8 +358,8 @@ def block_update(
         if given and not joseph:
             return _eigen_update(w, P, G / lam0, V, jnp.maximum(g, 0), Ct, forget, err, lam, max_trace)
         forgotten = (Ct * forget[..., None, :]) @ jnp.swapaxes(V, -1, -2) @ jnp.swapaxes(PXt, -1, -2)  # c P X' G^+ X P
-        if given:  # P_f X' = P X' / lam
-            P = P + forgotten if joseph else P
+        if given:  # P_f X' = P X' / lam; the Joseph form (the only one here) needs P_f itself
+            P = P + forgotten
             PXt, G = PXt / lam0, G / lam0
         else:  # P_f X' from the forgotten P as stored (more accurate for a vague float32 prior)
             P = _sym(P + forgotten)
