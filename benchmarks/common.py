@@ -10,6 +10,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 from dense_armor.robots import minimal_urdf
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+SOURCE = Path(__file__).resolve().parents[1] / "src"
 
 
 def example_robot_urdf(relpath: str) -> Path:
@@ -161,3 +163,38 @@ def in_child(script: str, *args: str, env: dict | None = None, timeout: float | 
     except subprocess.TimeoutExpired:
         return None
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def source_env(source: Path = SOURCE) -> dict:
+    """The environment under which a child process imports ``dense_armor`` from ``source`` (a
+    ``src`` folder), checked."""
+    env = {"PYTHONPATH": str(source)}
+    imported = subprocess.run([sys.executable, "-c", "import dense_armor; print(dense_armor.__file__)"], check=True,
+                              capture_output=True, text=True, env={**os.environ, **env}).stdout.strip()
+    if not Path(imported).resolve().is_relative_to(source.resolve()):
+        raise RuntimeError(f"dense_armor imported from {imported}, not from {source}")
+    return env
+
+
+def alternated(measure, revision: str, rounds: int = 2) -> dict[str, list]:
+    """``measure(env)`` for this checkout (``"head"``) and for a git revision of it (``"base"``,
+    its ``src`` exported to a temporary folder), in turn over ``rounds`` rounds; ``env`` makes a
+    child process import that tree (:func:`source_env`)."""
+    runs = {"head": [], "base": []}
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "-C", str(SOURCE.parent), "archive", revision, "src"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        sources = {"head": SOURCE, "base": Path(folder) / "src"}
+        for _ in range(rounds):
+            for label, source in sources.items():
+                runs[label].append(measure(source_env(source)))
+    return runs
+
+
+def best(runs: list[dict]) -> dict:
+    """Each figure's best (lowest) over runs of the same measurement (nested dicts of numbers)."""
+    first = runs[0]
+    if isinstance(first, dict):
+        return {key: best([run[key] for run in runs]) for key in first}
+    return min(runs)

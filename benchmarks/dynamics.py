@@ -3,11 +3,11 @@
 For the 2-link arm of the design document, UR5 and Panda (7 joints, fingers locked; and with
 its two fingers, 9 joints), float64:
 
-* one call from Python (median over many calls) of ``rnea``, ``crba``, ``generalized_gravity``
-  and ``joint_torque_regressor``, next to Pinocchio's same functions, the dispatch floor of an
-  empty jitted function (``jax.jit(lambda x: x + 1)``) and the floor of a jitted function that
-  takes the model and returns ``q``;
-* the cost per state inside ``jax.lax.scan`` over 10^4 states (``rnea``, ``crba``);
+* one call from Python (median over many calls) of ``rnea``, ``crba``, ``aba``,
+  ``generalized_gravity`` and ``joint_torque_regressor``, next to Pinocchio's same functions,
+  the dispatch floor of an empty jitted function (``jax.jit(lambda x: x + 1)``) and the floor of
+  a jitted function that takes the model and returns ``q``;
+* the cost per state inside ``jax.lax.scan`` over 10^4 states (``rnea``, ``crba``, ``aba``);
 * one ``vmap`` call over 1024 states of ``(crba, nonlinear_effects, generalized_gravity)``,
   next to Pinocchio looping over the same states;
 * compile time of each function (``jit(...).lower(...).compile()``, a fresh process, so no
@@ -26,6 +26,11 @@ machine's speed drifts.
 Run: ``PYTHONPATH=src python benchmarks/dynamics.py`` (about 4 minutes on 2 cores); it prints
 the tables and replaces the "Rigid-body dynamics" section of ``docs/benchmarks.md``.
 ``--robots Panda`` restricts the robots, ``--no-docs`` leaves the docs alone.
+
+``--against REVISION`` measures instead this checkout and an earlier git revision side by side
+(the revision's ``src`` exported to a temporary folder, each tree in its own fresh processes,
+alternated): single calls against the dispatch floor, throughput against the revision's, in a
+section of its own (about 12 minutes).
 """
 
 from __future__ import annotations
@@ -39,9 +44,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model, robots, serial_chain, table, write_section  # noqa: E402
+from common import (alternated, best, example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model,  # noqa: E402
+                    robots, serial_chain, table, write_section)
 
 HEADING = "Rigid-body dynamics"
+AGAINST_HEADING = "Rigid-body dynamics against the main of the architecture issue"
+AGAINST_NOTES = """\
+`58281a5` is `main` when the architecture issue was filed (2026-11-30): unrolled scalar code for
+every algorithm, whose cost exploded past 12 joints in a chain (the chains' table above). The
+issue's acceptance: single calls within 2.5x the dispatch floor, throughput in `lax.scan` and
+`vmap` within 1.25x of that revision's."""
 NOTES = """\
 dense_armor against Pinocchio 4.1 (C++ through its Python bindings), float64: the design
 document's 2-link arm, UR5, Panda with its fingers locked (7 joints) and with them (9 joints).
@@ -80,13 +92,15 @@ Targets (issue 2): one jitted call <= 2x the floor; in `lax.scan`, Panda `rnea` 
 `rnea` took 218 ms a call and a 32-joint chain did not finish compiling in 150 s."""
 SCAN_STATES = 10_000
 BATCH = 1024
-SINGLE = ("rnea", "crba", "generalized_gravity", "joint_torque_regressor")
+SINGLE = ("rnea", "crba", "aba", "generalized_gravity", "joint_torque_regressor")
 PIN_NAMES = {
     "rnea": "rnea",
     "crba": "crba",
+    "aba": "aba",
     "generalized_gravity": "computeGeneralizedGravity",
     "joint_torque_regressor": "computeJointTorqueRegressor",
 }
+SCANNED = ("rnea", "crba", "aba")
 
 
 def all_robots() -> dict[str, str]:
@@ -122,6 +136,7 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         args = {
             "rnea": (model, q, qd, qdd),
             "crba": (model, q),
+            "aba": (model, q, qd, qdd),
             "generalized_gravity": (model, q),
             "joint_torque_regressor": (model, q, qd, qdd),
         }
@@ -147,8 +162,7 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         if not full:
             results[name] = r
             continue
-        for fn, extra in (("nonlinear_effects", (model, q, qd)), ("aba", (model, q, qd, qdd)),
-                          ("forward_kinematics", (model, q))):
+        for fn, extra in (("nonlinear_effects", (model, q, qd)), ("forward_kinematics", (model, q))):
             start = time.perf_counter()
             getattr(dynamics, fn).lower(*extra).compile()
             r[f"compile_{fn}"] = time.perf_counter() - start
@@ -157,6 +171,7 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         scans = {
             "rnea": jax.jit(lambda m, xs: jax.lax.scan(lambda c, x: (c, dynamics.rnea(m, *x)), 0, xs)[1]),
             "crba": jax.jit(lambda m, xs: jax.lax.scan(lambda c, x: (c, dynamics.crba(m, x[0])), 0, xs)[1]),
+            "aba": jax.jit(lambda m, xs: jax.lax.scan(lambda c, x: (c, dynamics.aba(m, *x)), 0, xs)[1]),
         }
         for fn, g in scans.items():
             start = time.perf_counter()
@@ -252,9 +267,47 @@ def _pinocchio(xml: str, n: int, q, qd, qdd):
     return pm, pm.createData(), args
 
 
-def child(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
+def child(robot_names: list[str], async_dispatch: bool, full: bool, env: dict | None = None) -> dict:
+    """:func:`measure` in a fresh process (``env``: :func:`common.source_env` for another tree)."""
     options = ["--robots", *robot_names, "--async-dispatch", "on" if async_dispatch else "off"]
-    return in_child(__file__, *options, *([] if full else ["--calls-only"]))
+    return in_child(__file__, *options, *([] if full else ["--calls-only"]), env=env)
+
+
+AGAINST_ROUNDS = 2
+
+
+def against(revision: str, robot_names: list[str]) -> str:
+    """Every figure of :func:`measure` for this checkout and for ``revision``, in fresh processes
+    alternated over :data:`AGAINST_ROUNDS` rounds (each figure the best of its rounds, so that
+    both trees meet the machine at its quietest), synchronous dispatch."""
+    runs = alternated(lambda env: child(robot_names, async_dispatch=False, full=True, env=env), revision, AGAINST_ROUNDS)
+    for run in (*runs["head"], *runs["base"]):
+        for r in run.values():  # each call against the floor of its own round
+            r |= {f"x_floor_{fn}": r[f"call_{fn}"] / r["floor"] for fn in SINGLE}
+    return render_against(revision, best(runs["head"]), best(runs["base"]))
+
+
+def render_against(revision: str, head: dict, base: dict) -> str:
+    """This checkout against ``revision``: single calls against each one's dispatch floor,
+    throughput against the revision's (the targets of the architecture issue)."""
+    rows = []
+    for name, h in head.items():
+        b = base[name]
+        for fn in SINGLE:
+            ours, theirs = h[f"x_floor_{fn}"], b[f"x_floor_{fn}"]
+            rows.append([name, f"`{fn}` one call, x floor", fmt(theirs, 2), fmt(ours, 2), "<= 2.5x the floor",
+                         "yes" if ours <= 2.5 else "no"])
+        for fn in SCANNED:
+            ratio = h[f"scan_{fn}"] / b[f"scan_{fn}"]
+            rows.append([name, f"`{fn}` in `lax.scan`, us a state", fmt(b[f"scan_{fn}"], 2), fmt(h[f"scan_{fn}"], 2),
+                         f"{ratio:.2f}x of {revision}", "yes" if ratio <= 1.25 else "no"])
+        ratio = h["vmap"] / b["vmap"]
+        rows.append([name, "`vmap` of 1024 states of the three, ms", fmt(b["vmap"] / 1e3, 2), fmt(h["vmap"] / 1e3, 2),
+                     f"{ratio:.2f}x of {revision}", "yes" if ratio <= 1.25 else "no"])
+    return (f"This checkout against `{revision}`, each in fresh processes, alternated over {AGAINST_ROUNDS} rounds "
+            "(each figure the best of its rounds), synchronous dispatch, float64. Targets: one call within 2.5x "
+            "the dispatch floor, throughput within 1.25x of the earlier revision's.\n\n" + table(
+                ["robot", "workload", revision, "this checkout", "target", "met"], rows))
 
 
 def fmt(x: float, digits: int = 1) -> str:
@@ -278,18 +331,18 @@ def render(sync: dict, asyn: dict) -> str:
         ["robot", "function", "Pinocchio", "dense_armor (sync)", "dense_armor (async)", "x Pinocchio", "x floor"], rows))
     rows = []
     for name, r in sync.items():
-        for fn in ("rnea", "crba"):
+        for fn in SCANNED:
             rows.append([name, f"`{fn}` per state in `lax.scan` over 10^4", fmt(r[f"pin_{fn}"], 2), fmt(r[f"scan_{fn}"], 2),
                          fmt(r[f"scan_{fn}"] / r[f"pin_{fn}"], 2)])
         rows.append([name, "1024 states of `(crba, nonlinear_effects, generalized_gravity)`, one `vmap` call",
                      fmt(r["pin_vmap"] / 1e3, 2) + " ms", fmt(r["vmap"] / 1e3, 2) + " ms", fmt(r["vmap"] / r["pin_vmap"], 2)])
     parts.append("Throughput, us per state (Pinocchio: one call from Python per state), synchronous dispatch:\n\n" + table(
         ["robot", "workload", "Pinocchio", "dense_armor", "x Pinocchio"], rows))
-    fns = [*SINGLE, "nonlinear_effects", "aba", "forward_kinematics"]
-    rows = [[name, *(fmt(r[f"compile_{fn}"], 2) for fn in fns), fmt(r["compile_scan_rnea"], 2), fmt(r["compile_scan_crba"], 2),
+    fns = [*SINGLE, "nonlinear_effects", "forward_kinematics"]
+    rows = [[name, *(fmt(r[f"compile_{fn}"], 2) for fn in fns), *(fmt(r[f"compile_scan_{fn}"], 2) for fn in SCANNED),
              fmt(r["compile_vmap"], 2)] for name, r in sync.items()]
     parts.append("Compile time, s (fresh process; the scan and vmap figures include one run):\n\n" + table(
-        ["robot", *(f"`{fn}`" for fn in fns), "scan `rnea`", "scan `crba`", "vmap of three"], rows))
+        ["robot", *(f"`{fn}`" for fn in fns), *(f"scan `{fn}`" for fn in SCANNED), "vmap of three"], rows))
     return "\n\n".join(parts)
 
 
@@ -301,12 +354,22 @@ def main() -> None:
     parser.add_argument("--calls-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--async-dispatch", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     parser.add_argument("--scaling", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--against", metavar="REVISION",
+                        help="measure this checkout side by side with a git revision instead (its own docs section)")
     args = parser.parse_args()
     if args.child:
         measured = scaling(args.async_dispatch == "on") if args.scaling else measure(args.robots, args.async_dispatch == "on", not args.calls_only)
         print(json.dumps(measured))
         return
     start = time.perf_counter()
+    if args.against:
+        body = against(args.against, args.robots)
+        print(body)
+        print(f"\n({time.perf_counter() - start:.0f} s)")
+        if not args.no_docs:
+            command = f"PYTHONPATH=src python benchmarks/dynamics.py --against {args.against}"
+            write_section(AGAINST_HEADING, AGAINST_NOTES + "\n\n" + body, command)
+        return
     sync = child(args.robots, async_dispatch=False, full=True)
     asyn = child(args.robots, async_dispatch=True, full=False)
     chains = {int(n): x for n, x in in_child(__file__, "--scaling", "--async-dispatch", "off").items()}

@@ -43,7 +43,7 @@ import sys
 import time
 
 import numpy as np
-from common import in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section
+from common import alternated, best, in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section
 
 ROBOTS = ("2-link", "UR5", "Panda")
 KINDS = ("five-feature", "drift-aware", "payload", "robot")
@@ -209,7 +209,7 @@ def measure_calls(quick: bool) -> dict:
     return results
 
 
-def measure_replays(quick: bool) -> dict:
+def measure_replays(quick: bool, kinds=KINDS) -> dict:
     """Per-sample cost of ``learners.replay`` (a jitted ``lax.scan``), us."""
     import jax
 
@@ -219,7 +219,7 @@ def measure_replays(quick: bool) -> dict:
     count = 2_000 if quick else 10_000
     with jax.enable_x64(True):
         for name in ROBOTS:
-            for kind in KINDS:
+            for kind in kinds:
                 learner = wrapper(kind, robots()[name])
                 traj = jax.device_put(Sample(*trajectory(robots()[name], count)))
                 core, state = learner.learner, learner.state
@@ -295,12 +295,49 @@ def measure_robot_batch(quick: bool, batch) -> dict:
                 "loop_rate": loop * T / (time.perf_counter() - start), "loop": loop}
 
 
+AGAINST_HEADING = "Online learners against the main of the architecture issue"
+AGAINST_KINDS = ("five-feature", "drift-aware", "payload")  # the whole-robot learner came later
+AGAINST_ROUNDS = 3
+AGAINST_CHANGES = ("the classes and their defaults are the same, but the learners' steps have changed besides "
+                   "the dynamics under them (`git diff 58281a5 -- src/dense_armor/learners.py "
+                   "src/dense_armor/payload.py src/dense_armor/rls.py`), so a ratio mixes both.")
+
+
+def against(revision: str, quick: list) -> str:
+    """The replays and the five-feature batch for this checkout and for ``revision``, in fresh
+    processes alternated over :data:`AGAINST_ROUNDS` rounds, each figure the best of its rounds."""
+    def measure(env):
+        return {"replays": in_child(__file__, "replays", "--kinds", *AGAINST_KINDS, *quick, env=env),
+                "batches": in_child(__file__, "batches", *quick, env=env)}
+
+    runs = alternated(measure, revision, AGAINST_ROUNDS)
+    head, base = best(runs["head"]), best(runs["base"])
+    rows = []
+    for name in ROBOTS:
+        for kind in AGAINST_KINDS:
+            key = f"{name}/{kind}"
+            ratio = head["replays"][key] / base["replays"][key]
+            rows.append([name, f"{kind}, `learners.replay` in `lax.scan`, us a sample", f"{base['replays'][key]:.2f}",
+                         f"{head['replays'][key]:.2f}", f"{ratio:.2f}x", "yes" if ratio <= 1.25 else "no"])
+    b, h = base["batches"]["five-feature"], head["batches"]["five-feature"]
+    ratio = h["seconds"] / b["seconds"]
+    rows.append(["2-link", f"{h['B']} five-feature learners x {h['T']} samples, one `vmap`, ms", f"{b['seconds'] * 1e3:.1f}",
+                 f"{h['seconds'] * 1e3:.1f}", f"{ratio:.2f}x", "yes" if ratio <= 1.25 else "no"])
+    return (f"This checkout against `{revision}` (`main` when the architecture issue was filed), each in fresh "
+            f"processes with JAX's defaults, alternated over {AGAINST_ROUNDS} rounds, each figure the best of its "
+            "rounds. Target: throughput within 1.25x of that revision's. The learners' work is not the same in both: "
+            + AGAINST_CHANGES + "\n\n" + table(["robot", "workload", revision, "this checkout", "ratio", "<= 1.25x"], rows))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, shorter replays, smaller batches")
     parser.add_argument("--child", choices=("calls", "replays", "batches", "robot-batch"), help=argparse.SUPPRESS)
     parser.add_argument("--batch", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kinds", nargs="+", default=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--against", metavar="REVISION",
+                        help="measure the replays and batches side by side with a git revision instead (its own docs section)")
     args = parser.parse_args(argv)
     if args.child:
         if args.sync:
@@ -310,10 +347,17 @@ def main(argv=None):
         if args.child == "robot-batch":
             print(json.dumps(measure_robot_batch(args.quick, args.batch)))
         else:
-            measure = {"calls": measure_calls, "replays": measure_replays, "batches": measure_batches}[args.child]
+            measure = {"calls": measure_calls, "replays": lambda quick: measure_replays(quick, args.kinds),
+                       "batches": measure_batches}[args.child]
             print(json.dumps(measure(args.quick)))
         return
     quick = ["--quick"] if args.quick else []
+    if args.against:
+        body = against(args.against, quick)
+        print(body)
+        if not args.quick:
+            write_section(AGAINST_HEADING, body, f"python benchmarks/learners.py --against {args.against}")
+        return
     default = in_child(__file__, "calls", *quick)
     tuned = in_child(__file__, "calls", "--sync", *quick)
     replays = in_child(__file__, "replays", *quick)
