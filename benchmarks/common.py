@@ -21,6 +21,9 @@ from dense_armor.robots import minimal_urdf
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 SOURCE = Path(__file__).resolve().parents[1] / "src"
+#: ``main`` when the architecture issue was filed (2026-11-30): unrolled scalar code for every
+#: algorithm, whose cost exploded past 12 joints in a chain; what ``--against`` compares with by default.
+ARCHITECTURE_MAIN = "58281a5"
 
 
 def example_robot_urdf(relpath: str) -> Path:

@@ -27,10 +27,10 @@ Run: ``PYTHONPATH=src python benchmarks/dynamics.py`` (about 4 minutes on 2 core
 the tables and replaces the "Rigid-body dynamics" section of ``docs/benchmarks.md``.
 ``--robots Panda`` restricts the robots, ``--no-docs`` leaves the docs alone.
 
-``--against REVISION`` measures instead this checkout and an earlier git revision side by side
-(the revision's ``src`` exported to a temporary folder, each tree in its own fresh processes,
-alternated): single calls against the dispatch floor, throughput against the revision's, in a
-section of its own (about 12 minutes).
+``--against [REVISION]`` measures instead this checkout and an earlier git revision (by default
+``common.ARCHITECTURE_MAIN``) side by side (the revision's ``src`` exported to a temporary
+folder, each tree in its own fresh processes, alternated): single calls against the dispatch
+floor, throughput against the revision's, in a section of its own (about 3 minutes).
 """
 
 from __future__ import annotations
@@ -44,16 +44,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (alternated, best, example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model,  # noqa: E402
+from common import (ARCHITECTURE_MAIN, alternated, best, example_robot_urdf, in_child, interleaved_us, median_us, pinocchio_model,  # noqa: E402
                     robots, serial_chain, table, write_section)
 
 HEADING = "Rigid-body dynamics"
-AGAINST_HEADING = "Rigid-body dynamics against the main of the architecture issue"
-AGAINST_NOTES = """\
-`58281a5` is `main` when the architecture issue was filed (2026-11-30): unrolled scalar code for
-every algorithm, whose cost exploded past 12 joints in a chain (the chains' table above). The
-issue's acceptance: single calls within 2.5x the dispatch floor, throughput in `lax.scan` and
-`vmap` within 1.25x of that revision's."""
+AGAINST_HEADING = "Rigid-body dynamics against an earlier main"
 NOTES = """\
 dense_armor against Pinocchio 4.1 (C++ through its Python bindings), float64: the design
 document's 2-link arm, UR5, Panda with its fingers locked (7 joints) and with them (9 joints).
@@ -304,9 +299,12 @@ def render_against(revision: str, head: dict, base: dict) -> str:
         ratio = h["vmap"] / b["vmap"]
         rows.append([name, "`vmap` of 1024 states of the three, ms", fmt(b["vmap"] / 1e3, 2), fmt(h["vmap"] / 1e3, 2),
                      f"{ratio:.2f}x of {revision}", "yes" if ratio <= 1.25 else "no"])
-    return (f"This checkout against `{revision}`, each in fresh processes, alternated over {AGAINST_ROUNDS} rounds "
-            "(each figure the best of its rounds), synchronous dispatch, float64. Targets: one call within 2.5x "
-            "the dispatch floor, throughput within 1.25x of the earlier revision's.\n\n" + table(
+    which = (f" (`main` when the architecture issue was filed, 2026-11-30: unrolled scalar code for every algorithm, "
+             "whose cost exploded past 12 joints in a chain)") if revision == ARCHITECTURE_MAIN else ""
+    return (f"This checkout against `{revision}`{which}, each in fresh processes, alternated over {AGAINST_ROUNDS} "
+            "rounds (each figure the best of its rounds), synchronous dispatch, float64. Targets (the architecture "
+            "issue's): one call within 2.5x the dispatch floor, throughput within 1.25x of the earlier "
+            "revision's.\n\n" + table(
                 ["robot", "workload", revision, "this checkout", "target", "met"], rows))
 
 
@@ -354,8 +352,9 @@ def main() -> None:
     parser.add_argument("--calls-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--async-dispatch", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     parser.add_argument("--scaling", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--against", metavar="REVISION",
-                        help="measure this checkout side by side with a git revision instead (its own docs section)")
+    parser.add_argument("--against", metavar="REVISION", nargs="?", const=ARCHITECTURE_MAIN,
+                        help="measure this checkout side by side with a git revision instead (default: the main of the "
+                             "architecture issue; its own docs section)")
     args = parser.parse_args()
     if args.child:
         measured = scaling(args.async_dispatch == "on") if args.scaling else measure(args.robots, args.async_dispatch == "on", not args.calls_only)
@@ -368,7 +367,7 @@ def main() -> None:
         print(f"\n({time.perf_counter() - start:.0f} s)")
         if not args.no_docs:
             command = f"PYTHONPATH=src python benchmarks/dynamics.py --against {args.against}"
-            write_section(AGAINST_HEADING, AGAINST_NOTES + "\n\n" + body, command)
+            write_section(AGAINST_HEADING, body, command)
         return
     sync = child(args.robots, async_dispatch=False, full=True)
     asyn = child(args.robots, async_dispatch=True, full=False)

@@ -33,6 +33,11 @@ float64:
 Single calls are timed in interleaved rounds (reference, ``learn_one``, ``Stepper``, in turn),
 so their ratios hold while the machine's speed drifts. Writes the "Online learner" section of
 ``docs/benchmarks.md`` (not with ``--quick``).
+
+``--against [REVISION]`` measures instead the replays (but the whole-robot learner's) and the
+five-feature batch of this checkout and of an earlier git revision (by default
+``common.ARCHITECTURE_MAIN``) side by side, each tree in its own fresh processes, alternated, in
+a section of its own (about 15 minutes).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import sys
 import time
 
 import numpy as np
-from common import alternated, best, in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section
+from common import ARCHITECTURE_MAIN, alternated, best, in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section
 
 ROBOTS = ("2-link", "UR5", "Panda")
 KINDS = ("five-feature", "drift-aware", "payload", "robot")
@@ -295,12 +300,9 @@ def measure_robot_batch(quick: bool, batch) -> dict:
                 "loop_rate": loop * T / (time.perf_counter() - start), "loop": loop}
 
 
-AGAINST_HEADING = "Online learners against the main of the architecture issue"
+AGAINST_HEADING = "Online learners against an earlier main"
 AGAINST_KINDS = ("five-feature", "drift-aware", "payload")  # the whole-robot learner came later
 AGAINST_ROUNDS = 3
-AGAINST_CHANGES = ("the classes and their defaults are the same, but the learners' steps have changed besides "
-                   "the dynamics under them (`git diff 58281a5 -- src/dense_armor/learners.py "
-                   "src/dense_armor/payload.py src/dense_armor/rls.py`), so a ratio mixes both.")
 
 
 def against(revision: str, quick: list) -> str:
@@ -323,10 +325,13 @@ def against(revision: str, quick: list) -> str:
     ratio = h["seconds"] / b["seconds"]
     rows.append(["2-link", f"{h['B']} five-feature learners x {h['T']} samples, one `vmap`, ms", f"{b['seconds'] * 1e3:.1f}",
                  f"{h['seconds'] * 1e3:.1f}", f"{ratio:.2f}x", "yes" if ratio <= 1.25 else "no"])
-    return (f"This checkout against `{revision}` (`main` when the architecture issue was filed), each in fresh "
-            f"processes with JAX's defaults, alternated over {AGAINST_ROUNDS} rounds, each figure the best of its "
-            "rounds. Target: throughput within 1.25x of that revision's. The learners' work is not the same in both: "
-            + AGAINST_CHANGES + "\n\n" + table(["robot", "workload", revision, "this checkout", "ratio", "<= 1.25x"], rows))
+    which = " (`main` when the architecture issue was filed)" if revision == ARCHITECTURE_MAIN else ""
+    return (f"This checkout against `{revision}`{which}, each in fresh processes with JAX's defaults, alternated over "
+            f"{AGAINST_ROUNDS} rounds, each figure the best of its rounds. Target (the architecture issue's): "
+            "throughput within 1.25x of that revision's. The learners' work is not quite the same in both: the "
+            "classes and their defaults are, but their steps may have changed besides the dynamics under them "
+            f"(`git diff {revision} -- src/dense_armor/learners.py src/dense_armor/payload.py src/dense_armor/rls.py`), "
+            "so a ratio mixes both.\n\n" + table(["robot", "workload", revision, "this checkout", "ratio", "<= 1.25x"], rows))
 
 
 def main(argv=None):
@@ -336,8 +341,9 @@ def main(argv=None):
     parser.add_argument("--batch", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kinds", nargs="+", default=KINDS, help=argparse.SUPPRESS)
-    parser.add_argument("--against", metavar="REVISION",
-                        help="measure the replays and batches side by side with a git revision instead (its own docs section)")
+    parser.add_argument("--against", metavar="REVISION", nargs="?", const=ARCHITECTURE_MAIN,
+                        help="measure the replays and batches side by side with a git revision instead (default: the "
+                             "main of the architecture issue; its own docs section)")
     args = parser.parse_args(argv)
     if args.child:
         if args.sync:
