@@ -1,0 +1,140 @@
+"""What the process-wide settings an application chooses do to the learners' speed on a CPU.
+
+    python benchmarks/settings.py
+
+The library changes no global setting; these are the application's to choose (``docs/design.md``,
+"Dispatch and other global settings", "XLA:CPU's scheduler", "XLA:CPU's threads"). For Panda (7
+joints, fingers locked), float64, each setting in fresh processes alternated over ``ROUNDS``
+rounds (each figure the best of its rounds):
+
+- a control loop's step, ``Stepper.step`` (which waits for the step's outputs), of the
+  five-feature, payload and whole-robot learners: with JAX's defaults, with asynchronous CPU
+  dispatch off, with the process pinned to one core, and with one thread in XLA:CPU's pool;
+- a replay, ``learners.replay`` of the whole-robot learner over ``SAMPLES`` samples in one
+  ``lax.scan``: with JAX's defaults, with XLA:CPU's depth-first scheduler, with one pool thread,
+  and with both (what the ``dense-armor`` command sets).
+
+Writes the "Application settings" section of ``docs/benchmarks.md`` (not with ``--no-docs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from common import in_child, interleaved_us, median_us, robots, table, write_section
+
+ROUNDS = 2
+SAMPLES = 4000
+KINDS = ("five-feature", "payload", "robot")
+SCHEDULER = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+#: Each setting: (label, environment, child options).
+STEP_SETTINGS = (
+    ("JAX's defaults", {}, []),
+    ("asynchronous dispatch off", {}, ["--sync"]),
+    ("pinned to one core", {}, ["--pin"]),
+    ("one pool thread (`PJRT_NPROC=1`)", {"PJRT_NPROC": "1"}, []),
+)
+REPLAY_SETTINGS = (
+    ("JAX's defaults", {}),
+    ("depth-first scheduler", {"XLA_FLAGS": SCHEDULER}),
+    ("one pool thread (`PJRT_NPROC=1`)", {"PJRT_NPROC": "1"}),
+    ("both (the `dense-armor` command's)", {"XLA_FLAGS": SCHEDULER, "PJRT_NPROC": "1"}),
+)
+
+
+def measure_steps() -> dict:
+    """Child: ``Stepper.step`` of each learner on Panda, us (median of interleaved rounds)."""
+    import jax
+    import jax.numpy as jnp
+    from learners import trajectory, wrapper
+
+    from dense_armor.learners import Stepper
+
+    xml = robots()["Panda"]
+    samples = list(zip(*trajectory(xml, 64)))
+    steppers = {}
+    with jax.enable_x64(True):
+        for kind in KINDS:
+            learner = wrapper(kind, xml).learner
+            steppers[kind] = Stepper(learner, learner.init(jnp.float64))
+    counter = iter(range(10**9))
+
+    def stepped(stepper):
+        with jax.enable_x64(True):
+            stepper.step(*samples[next(counter) % len(samples)])
+
+    return interleaved_us({kind: lambda s=s: stepped(s) for kind, s in steppers.items()}, rounds=10, per_round=200)
+
+
+def measure_replay() -> dict:
+    """Child: the whole-robot learner's ``learners.replay`` on Panda, us a sample."""
+    import jax
+    from learners import trajectory, wrapper
+
+    from dense_armor.learners import Sample, replay
+
+    xml = robots()["Panda"]
+    with jax.enable_x64(True):
+        learner = wrapper("robot", xml)
+        traj = jax.device_put(Sample(*trajectory(xml, SAMPLES)))
+        core, state = learner.learner, learner.state
+        jax.block_until_ready(replay(core, state, traj))
+        return {"robot": median_us(lambda: jax.block_until_ready(replay(core, state, traj)), 5, 1) / SAMPLES}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument("--child", choices=("steps", "replay"), help=argparse.SUPPRESS)
+    parser.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--pin", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        if args.pin:  # before JAX starts its threads, which inherit the affinity
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        if args.sync:
+            import jax
+
+            jax.config.update("jax_cpu_enable_async_dispatch", False)
+        print(json.dumps(measure_steps() if args.child == "steps" else measure_replay()))
+        return
+    start = time.perf_counter()
+    bare = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PJRT_NPROC", "NPROC")}
+    steps = {label: [] for label, _, _ in STEP_SETTINGS}
+    replays = {label: [] for label, _ in REPLAY_SETTINGS}
+    for _ in range(ROUNDS):
+        for label, env, options in STEP_SETTINGS:
+            steps[label].append(in_child(__file__, "steps", *options, env=bare | env))
+        for label, env in REPLAY_SETTINGS:
+            replays[label].append(in_child(__file__, "replay", env=bare | env))
+    default = STEP_SETTINGS[0][0]
+    rows = []
+    for label in steps:
+        best = {kind: min(run[kind] for run in steps[label]) for kind in KINDS}
+        first = {kind: min(run[kind] for run in steps[default]) for kind in KINDS}
+        rows.append([label, *(f"{best[kind]:.0f} ({best[kind] / first[kind]:.2f}x)" for kind in KINDS)])
+    body = ("`Stepper.step` on Panda, us a call (in brackets: against JAX's defaults):\n\n"
+            + table(["setting", *(f"{kind}" for kind in KINDS)], rows))
+    rows = []
+    for label in replays:
+        best, first = min(run["robot"] for run in replays[label]), min(run["robot"] for run in replays[REPLAY_SETTINGS[0][0]])
+        rows.append([label, f"{best:.1f} ({best / first:.2f}x)"])
+    body += (f"\n\nThe whole-robot learner's `learners.replay` on Panda ({SAMPLES} samples in one `lax.scan`), us a "
+             "sample (in brackets: against JAX's defaults):\n\n" + table(["setting", "us a sample"], rows))
+    notes = (f"Each setting in fresh processes, alternated over {ROUNDS} rounds, each figure the best of its rounds; "
+             "float64. The settings are the application's (the library changes none): asynchronous dispatch with "
+             "`jax.config.update(\"jax_cpu_enable_async_dispatch\", False)`, pinning with `taskset -c 0` (here "
+             "`os.sched_setaffinity` before JAX starts), the scheduler with "
+             f"`XLA_FLAGS={SCHEDULER}` and the pool with `PJRT_NPROC=1`, both read when JAX starts its CPU backend.")
+    print(notes + "\n\n" + body)
+    print(f"\n({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    if not args.no_docs:
+        write_section("Application settings", notes + "\n\n" + body, "python benchmarks/settings.py")
+
+
+if __name__ == "__main__":
+    main()
