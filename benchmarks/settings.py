@@ -103,14 +103,15 @@ def main() -> None:
         print(json.dumps(measure_steps() if args.child == "steps" else measure_replay()))
         return
     start = time.perf_counter()
-    bare = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PJRT_NPROC", "NPROC")}
+    for key in ("XLA_FLAGS", "PJRT_NPROC", "NPROC"):  # the children's settings are the table's alone
+        os.environ.pop(key, None)
     steps = {label: [] for label, _, _ in STEP_SETTINGS}
     replays = {label: [] for label, _ in REPLAY_SETTINGS}
     for _ in range(ROUNDS):
         for label, env, options in STEP_SETTINGS:
-            steps[label].append(in_child(__file__, "steps", *options, env=bare | env))
+            steps[label].append(in_child(__file__, "steps", *options, env=env))
         for label, env in REPLAY_SETTINGS:
-            replays[label].append(in_child(__file__, "replay", env=bare | env))
+            replays[label].append(in_child(__file__, "replay", env=env))
     default = STEP_SETTINGS[0][0]
     rows = []
     for label in steps:
