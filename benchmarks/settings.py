@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from common import in_child, interleaved_us, median_us, robots, table, write_section
+from common import best, in_child, interleaved_us, median_us, robots, table, write_section
 
 ROUNDS = 2
 SAMPLES = 4000
@@ -112,18 +112,13 @@ def main() -> None:
             steps[label].append(in_child(__file__, "steps", *options, env=env))
         for label, env in REPLAY_SETTINGS:
             replays[label].append(in_child(__file__, "replay", env=env))
-    default = STEP_SETTINGS[0][0]
-    rows = []
-    for label in steps:
-        best = {kind: min(run[kind] for run in steps[label]) for kind in KINDS}
-        first = {kind: min(run[kind] for run in steps[default]) for kind in KINDS}
-        rows.append([label, *(f"{best[kind]:.0f} ({best[kind] / first[kind]:.2f}x)" for kind in KINDS)])
+    steps, replays = ({label: best(runs) for label, runs in figures.items()} for figures in (steps, replays))
+    first = steps[STEP_SETTINGS[0][0]]
+    rows = [[label, *(f"{x[kind]:.0f} ({x[kind] / first[kind]:.2f}x)" for kind in KINDS)] for label, x in steps.items()]
     body = ("`Stepper.step` on Panda, us a call (in brackets: against JAX's defaults):\n\n"
             + table(["setting", *(f"{kind}" for kind in KINDS)], rows))
-    rows = []
-    for label in replays:
-        best, first = min(run["robot"] for run in replays[label]), min(run["robot"] for run in replays[REPLAY_SETTINGS[0][0]])
-        rows.append([label, f"{best:.1f} ({best / first:.2f}x)"])
+    first = replays[REPLAY_SETTINGS[0][0]]["robot"]
+    rows = [[label, f"{x['robot']:.1f} ({x['robot'] / first:.2f}x)"] for label, x in replays.items()]
     body += (f"\n\nThe whole-robot learner's `learners.replay` on Panda ({SAMPLES} samples in one `lax.scan`), us a "
              "sample (in brackets: against JAX's defaults):\n\n" + table(["setting", "us a sample"], rows))
     notes = (f"Each setting in fresh processes, alternated over {ROUNDS} rounds, each figure the best of its rounds; "
