@@ -168,14 +168,19 @@ def in_child(script: str, *args: str, env: dict | None = None, timeout: float | 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def imported(env: dict) -> Path:
+    """Where a child process with ``env`` added to its environment imports ``dense_armor`` from."""
+    out = subprocess.run([sys.executable, "-c", "import dense_armor; print(dense_armor.__file__)"], check=True,
+                         capture_output=True, text=True, env={**os.environ, **env})
+    return Path(out.stdout.strip()).resolve()
+
+
 def source_env(source: Path = SOURCE) -> dict:
     """The environment under which a child process imports ``dense_armor`` from ``source`` (a
     ``src`` folder), checked."""
     env = {"PYTHONPATH": str(source)}
-    imported = subprocess.run([sys.executable, "-c", "import dense_armor; print(dense_armor.__file__)"], check=True,
-                              capture_output=True, text=True, env={**os.environ, **env}).stdout.strip()
-    if not Path(imported).resolve().is_relative_to(source.resolve()):
-        raise RuntimeError(f"dense_armor imported from {imported}, not from {source}")
+    if not imported(env).is_relative_to(source.resolve()):
+        raise RuntimeError(f"dense_armor imported from {imported(env)}, not from {source}")
     return env
 
 

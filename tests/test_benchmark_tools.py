@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from common import SOURCE, alternated, best
-
-
-def _imported(env: dict) -> Path:
-    out = subprocess.run([sys.executable, "-c", "import dense_armor; print(dense_armor.__file__)"], check=True,
-                         capture_output=True, text=True, env={**os.environ, **env})
-    return Path(out.stdout.strip()).resolve()
+from common import SOURCE, alternated, best, imported
 
 
 def test_alternated_measures_this_checkout_and_the_revision_in_turn():
@@ -23,7 +14,7 @@ def test_alternated_measures_this_checkout_and_the_revision_in_turn():
     order = []
 
     def measure(env):
-        order.append(_imported(env))
+        order.append(imported(env))
         return {"robot": {"us": float(len(order))}}
 
     runs = alternated(measure, "HEAD", rounds=2)
