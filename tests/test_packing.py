@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dense_armor import compiler
 from dense_armor.compiler import JOIN_SELECTS, SHORT_AXIS, dot_last, join, max_last, stage
 from dense_armor.packing import Layout
 
@@ -144,3 +145,26 @@ def test_the_xla_cpu_forms_are_in_cpu_programs_only():
     assert cpu["optimization_barrier"] > 0 and cpu["dot_general"] > 0, cpu
     assert gpu["optimization_barrier"] == 0 and gpu["dot_general"] == 0, gpu
     assert gpu["reduce"] > cpu["reduce"] and gpu["concatenate"] > cpu["concatenate"], (cpu, gpu)
+
+
+def test_the_librarys_jit_passes_its_options_at_the_top_level_only(monkeypatch):
+    """``compiler.jit`` compiles a call from Python with ``compiler.OPTIONS``, which this jaxlib
+    accepts, and a call on traced values (``jax.jit``, ``jax.vmap``, ``lax.scan`` around it) as
+    the plain ``jax.jit``, which JAX requires; the results are the same."""
+    def f(x, k):
+        return jnp.cumsum(x * k)
+
+    x = jnp.arange(6.0)
+    tuned = compiler.jit(f, static_argnums=1)
+    expected = np.cumsum(np.arange(6.0) * 2)
+    np.testing.assert_array_equal(tuned(x, 2), expected)
+    assert "xla_cpu" in next(iter(compiler.OPTIONS))
+    np.testing.assert_array_equal(jax.jit(lambda x: tuned(x, 2))(x), expected)
+    np.testing.assert_array_equal(jax.vmap(lambda x: tuned(x, 2))(x[None])[0], expected)
+    np.testing.assert_array_equal(jax.lax.scan(lambda c, x: (c, tuned(x, 2)), 0.0, x[None])[1][0], expected)
+    # the options reach the top-level compile, and only it: an option XLA does not know fails there
+    monkeypatch.setattr(compiler, "OPTIONS", {"xla_cpu_no_such_option": True})
+    bad = compiler.jit(f, static_argnums=1)
+    np.testing.assert_array_equal(jax.jit(lambda x: bad(x, 2))(x), expected)
+    with pytest.raises(Exception, match="xla_cpu_no_such_option"):
+        bad(x, 2)

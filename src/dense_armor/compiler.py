@@ -12,7 +12,11 @@ written in the form that XLA:CPU compiles well where the obvious one does not
   which XLA fuses with the computation of their operands (it gives each operand of a
   concatenate of more than 8 a kernel of its own);
 * :func:`dot_last` and :func:`max_last`: a reduction over a short axis written out term by
-  term, which XLA fuses with its neighbours (a reduction is a kernel of its own).
+  term, which XLA fuses with its neighbours (a reduction is a kernel of its own);
+* :func:`jit`: ``jax.jit`` with the compiler's options for the library's own programs
+  (:data:`OPTIONS`): XLA:CPU's memory-optimised scheduler, which keeps a learner's hundred small
+  kernels in order on one thread where the default order spreads them over threads that wait
+  on each other.
 
 These forms are for XLA:CPU: where a program is compiled for another platform (a GPU), each
 function is the obvious operation itself (:func:`jax.lax.platform_dependent`, decided when the
@@ -30,7 +34,7 @@ import jax.numpy as jnp
 
 from dense_armor.spatial import ZERO
 
-__all__ = ["JOIN_SELECTS", "SHORT_AXIS", "dot_last", "join", "materialize", "max_last", "stack", "stage"]
+__all__ = ["JOIN_SELECTS", "OPTIONS", "SHORT_AXIS", "dot_last", "jit", "join", "materialize", "max_last", "stack", "stage"]
 
 #: The most selects (parts x elements) :func:`join` writes: a two-link payload learner's packed
 #: state (552 elements in 12 parts) was faster joined by selects, a UR5 payload learner's
@@ -39,6 +43,32 @@ JOIN_SELECTS = 10_000
 
 #: The longest axis that :func:`dot_last` and :func:`max_last` write out term by term.
 SHORT_AXIS = 16
+
+#: XLA's options for the programs :func:`jit` compiles. XLA:CPU's memory-optimised (depth-first)
+#: order of a program's kernels: a learner's step is a hundred small kernels, which the default,
+#: concurrency-optimised order hands between the threads of XLA:CPU's pool (``docs/design.md``,
+#: "XLA:CPU's scheduler"). An option of one program, not of the process; other platforms'
+#: compilers ignore it.
+OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
+
+
+def jit(fn=None, /, **kwargs):
+    """``jax.jit(fn, **kwargs)``, compiled with :data:`OPTIONS` when called from Python; with
+    keywords only, a decorator. JAX takes compiler options only for a program it compiles on its
+    own, so called on traced values (inside ``jax.jit``, ``jax.vmap``, ``lax.scan``), it is the
+    plain ``jax.jit(fn)``, and the outer program's options hold (give its ``jax.jit``
+    ``compiler_options=OPTIONS``)."""
+    if fn is None:
+        return functools.partial(jit, **kwargs)
+    tuned, plain = jax.jit(fn, compiler_options=OPTIONS, **kwargs), jax.jit(fn, **kwargs)
+
+    @functools.wraps(fn)
+    def call(*args, **kw):
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kw)))
+        return (plain if traced else tuned)(*args, **kw)
+
+    call.lower, call._cache_size = tuned.lower, tuned._cache_size  # as a jitted function's
+    return call
 
 
 def _on_cpu(plain):

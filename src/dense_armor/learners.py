@@ -44,7 +44,6 @@ A sample with a NaN or inf is skipped inside the step: the state is unchanged ex
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
@@ -56,7 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import rls
+from dense_armor import compiler, rls
 from dense_armor.compiler import dot_last, join, materialize
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import generalized_gravity, rnea
@@ -358,20 +357,20 @@ def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
     return new, output
 
 
-@functools.partial(jax.jit, static_argnums=1)
+@compiler.jit(static_argnums=1)
 def init(learner: Learner, dtype):
     """``learner.init(dtype)`` compiled as one program: called eagerly, each of its operations
     is compiled and dispatched on its own (a whole-robot learner's, about 20)."""
     return learner.init(dtype)
 
 
-@jax.jit
+@compiler.jit
 def step(learner: ResidualLearner, state: LearnerState, sample: Sample) -> tuple[LearnerState, StepOutput]:
     """One jitted prequential step: predict, score, learn. See :meth:`ResidualLearner.step`."""
     return learner.step(state, sample)
 
 
-@jax.jit
+@compiler.jit
 def replay(learner: ResidualLearner, state: LearnerState, trajectory: Sample, mask=None) -> tuple[LearnerState, StepOutput]:
     """Run :func:`step` over a trajectory (each field (T, n)) with ``lax.scan``.
 
@@ -472,7 +471,7 @@ class Stepper:
         def packed_predict(buffers, sample):
             return learner.predict(layout.unpack(buffers), *(sample[k * n : (k + 1) * n] for k in range(3)))
 
-        self._step, self._predict = jax.jit(packed_step), jax.jit(packed_predict)
+        self._step, self._predict = compiler.jit(packed_step), compiler.jit(packed_predict)
         self._extra = None  # the extra output's structure and shapes, traced at the first step
         self._lock = threading.Lock()  # one step at a time: each reads the state the last wrote
         self.state = state
@@ -561,7 +560,7 @@ class Stepper:
         return jax.tree.unflatten(treedef, leaves)
 
 
-@jax.jit
+@compiler.jit
 def predict(learner: ResidualLearner, state: LearnerState, q, qd, qdd) -> jax.Array:
     """Predicted torque (n,) at one state, without learning."""
     return learner.predict(state, q, qd, qdd)
