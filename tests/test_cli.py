@@ -104,24 +104,6 @@ def test_the_command_keeps_compiled_programs_in_the_user_cache(tmp_path):
 
 
 
-@pytest.mark.parametrize("given, expected", [
-    (None, "--xla_cpu_enable_concurrency_optimized_scheduler=false"),
-    ("--xla_cpu_use_thunk_runtime=true", "--xla_cpu_use_thunk_runtime=true --xla_cpu_enable_concurrency_optimized_scheduler=false"),
-    ("--xla_cpu_enable_concurrency_optimized_scheduler=true", "--xla_cpu_enable_concurrency_optimized_scheduler=true"),
-])
-def test_the_command_asks_for_the_depth_first_cpu_scheduler_unless_told_otherwise(monkeypatch, given, expected):
-    import dense_armor.cli as cli
-
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "")
-    if given is None:
-        monkeypatch.delenv("XLA_FLAGS", raising=False)
-    else:
-        monkeypatch.setenv("XLA_FLAGS", given)
-    monkeypatch.setattr(cli, "main", lambda: 0)
-    assert cli.console() == 0
-    assert os.environ["XLA_FLAGS"] == expected
-
-
 @pytest.mark.parametrize("given, expected", [({}, "1"), ({"PJRT_NPROC": "2"}, "2"), ({"NPROC": "3"}, None)])
 def test_the_command_asks_for_one_cpu_thread_unless_told_otherwise(monkeypatch, given, expected):
     import dense_armor.cli as cli

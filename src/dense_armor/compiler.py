@@ -47,8 +47,8 @@ SHORT_AXIS = 16
 #: XLA's options for the programs :func:`jit` compiles. XLA:CPU's memory-optimised (depth-first)
 #: order of a program's kernels: a learner's step is a hundred small kernels, which the default,
 #: concurrency-optimised order hands between the threads of XLA:CPU's pool (``docs/design.md``,
-#: "XLA:CPU's scheduler"). An option of one program, not of the process; other platforms'
-#: compilers ignore it.
+#: "XLA:CPU's scheduler"). An option of one program, not of the process; a field of XLA's debug
+#: options that only XLA:CPU reads.
 OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dense_armor import compiler
 from dense_armor.dynamics import aba, rnea
 from dense_armor.learners import Sample
 from dense_armor.model import Model
@@ -92,7 +93,7 @@ def _friction(qd, viscous, coulomb):
     return viscous * qd + coulomb * jnp.sign(qd)
 
 
-@jax.jit
+@compiler.jit
 def simulate(
     nominal: Model,
     real: Model,
