@@ -20,15 +20,17 @@ float64:
   one RLS over the stacked joint equations (payload: the payload body's 10 columns, viscous,
   Coulomb and offset per joint; whole robot: every body's columns, armature, viscous, smooth
   Coulomb and offset per joint);
-- the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples), with
-  JAX's defaults and, tuned, with XLA:CPU's depth-first scheduler (``SCHEDULER``, which the
-  ``dense-armor`` command asks for);
+- the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples): the
+  library's program, compiled with ``dense_armor.compiler.OPTIONS`` (XLA:CPU's memory-optimised
+  scheduler), and the same replay inside a user's own ``jax.jit`` (JAX's defaults: the outer
+  program's options hold);
 - vmapped batches: 1024 two-link five-feature learners x 400 samples (each its own payload), and
   1024 Panda whole-robot learners x 1000 samples (in blocks of 50: ``replay`` prepares a block's
-  features at once), against a loop of the same replay, robot by robot. The whole-robot batch runs
-  with XLA:CPU's concurrency-optimised scheduler off (``SCHEDULER``): with JAX's defaults it hangs
-  on this vmap from about 128 learners; a probe of that size says whether it still does. Tuned:
-  the same batch as ``jax.lax.map`` over groups of ``GROUP`` vmapped learners.
+  features at once), against a loop of the same replay, robot by robot. The whole-robot batch is
+  compiled with ``compiler_options=dense_armor.compiler.OPTIONS``, as ``docs/quickstart.md``
+  tells a user to: with JAX's defaults XLA:CPU's concurrency-optimised scheduler hangs on this
+  vmap from about 128 learners; a probe of that size says whether it still does. Tuned: the same
+  batch as ``jax.lax.map`` over groups of ``GROUP`` vmapped learners.
 
 Single calls are timed in interleaved rounds (reference, ``learn_one``, ``Stepper``, in turn),
 so their ratios hold while the machine's speed drifts. Writes the "Online learner" section of
@@ -56,11 +58,11 @@ LAM = 0.99
 RATE = 1000.0  # Hz, the whole-robot learner's sampling rate
 # Panda whole-robot learners x samples in one vmap. With JAX's defaults, XLA:CPU's
 # concurrency-optimised scheduler hangs on this vmap from about 128 learners (every thread
-# waiting, no CPU used; 96 run): the batch is measured with it off, and the defaults probed.
+# waiting, no CPU used; 96 run): the batch is compiled with the library's options, and the
+# defaults probed.
 BATCH, SAMPLES = 1024, 1000
 PROBE = 128, 100
 GROUP = 16  # learners vmapped together in the grouped batch (jax.lax.map's batch_size)
-SCHEDULER = {"XLA_FLAGS": "--xla_cpu_enable_concurrency_optimized_scheduler=false"}
 PROBE_TIMEOUT = 120.0  # s; the probe compiles in about 6 s and runs in 1
 
 
@@ -214,12 +216,15 @@ def measure_calls(quick: bool) -> dict:
     return results
 
 
-def measure_replays(quick: bool, kinds=KINDS) -> dict:
-    """Per-sample cost of ``learners.replay`` (a jitted ``lax.scan``), us."""
+def measure_replays(quick: bool, kinds=KINDS, plain: bool = False) -> dict:
+    """Per-sample cost of ``learners.replay`` (a jitted ``lax.scan``), us; with ``plain``,
+    inside a user's own ``jax.jit``."""
     import jax
 
-    from dense_armor.learners import Sample, replay
+    from dense_armor import learners
+    from dense_armor.learners import Sample
 
+    replay = jax.jit(lambda *args: learners.replay(*args)) if plain else learners.replay
     out = {}
     count = 2_000 if quick else 10_000
     with jax.enable_x64(True):
@@ -261,13 +266,16 @@ def measure_batches(quick: bool) -> dict:
     return out
 
 
-def measure_robot_batch(quick: bool, batch) -> dict:
-    """``B`` Panda whole-robot learners x ``T`` samples in one vmap, and a loop of single replays."""
+def measure_robot_batch(quick: bool, batch, default: bool = False) -> dict:
+    """``B`` Panda whole-robot learners x ``T`` samples in one vmap, and a loop of single replays,
+    compiled with the library's options (``default``: with JAX's)."""
     import jax
 
+    from dense_armor.compiler import OPTIONS
     from dense_armor.learners import Sample, replay
 
     B, T = batch
+    options = {} if default else {"compiler_options": OPTIONS}
     block = min(T, 50)  # replay prepares a block's features at once: 5.5 kB a sample
     with jax.enable_x64(True):
         robot = wrapper("robot", robots()["Panda"])
@@ -278,20 +286,20 @@ def measure_robot_batch(quick: bool, batch) -> dict:
             return jax.lax.scan(lambda s, piece: (replay(core, s, piece)[0], None), state, traj)[0]
 
         start = time.perf_counter()
-        run = jax.jit(jax.vmap(blocks)).lower(traj).compile()
+        run = jax.jit(jax.vmap(blocks), **options).lower(traj).compile()
         compile_s = time.perf_counter() - start
         jax.block_until_ready(run(traj))
         start = time.perf_counter()
         jax.block_until_ready(run(traj))
         seconds = time.perf_counter() - start
         # tuned: a loop over groups of GROUP vmapped learners, whose covariances stay in cache
-        grouped = jax.jit(lambda t: jax.lax.map(blocks, t, batch_size=GROUP)).lower(traj).compile()
+        grouped = jax.jit(lambda t: jax.lax.map(blocks, t, batch_size=GROUP), **options).lower(traj).compile()
         jax.block_until_ready(grouped(traj))
         start = time.perf_counter()
         jax.block_until_ready(grouped(traj))
         grouped_s = time.perf_counter() - start
         loop = 8 if quick else 16
-        one = jax.jit(blocks)
+        one = jax.jit(blocks, **options)
         jax.block_until_ready(one(jax.tree.map(lambda a: a[0], traj)))
         start = time.perf_counter()
         for k in range(loop):
@@ -340,6 +348,7 @@ def main(argv=None):
     parser.add_argument("--child", choices=("calls", "replays", "batches", "robot-batch"), help=argparse.SUPPRESS)
     parser.add_argument("--batch", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kinds", nargs="+", default=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--against", metavar="REVISION", nargs="?", const=ARCHITECTURE_MAIN,
                         help="measure the replays and batches side by side with a git revision instead (default: the "
@@ -351,9 +360,9 @@ def main(argv=None):
 
             jax.config.update("jax_cpu_enable_async_dispatch", False)
         if args.child == "robot-batch":
-            print(json.dumps(measure_robot_batch(args.quick, args.batch)))
+            print(json.dumps(measure_robot_batch(args.quick, args.batch, args.plain)))
         else:
-            measure = {"calls": measure_calls, "replays": lambda quick: measure_replays(quick, args.kinds),
+            measure = {"calls": measure_calls, "replays": lambda quick: measure_replays(quick, args.kinds, args.plain),
                        "batches": measure_batches}[args.child]
             print(json.dumps(measure(args.quick)))
         return
@@ -367,15 +376,15 @@ def main(argv=None):
     default = in_child(__file__, "calls", *quick)
     tuned = in_child(__file__, "calls", "--sync", *quick)
     replays = in_child(__file__, "replays", *quick)
-    replays_dfs = in_child(__file__, "replays", *quick, env=SCHEDULER)
+    replays_plain = in_child(__file__, "replays", "--plain", *quick)
     batches = in_child(__file__, "batches", *quick)
     batch = [str(x) for x in ((16, 200) if args.quick else (BATCH, SAMPLES))]
-    robot = in_child(__file__, "robot-batch", "--batch", *batch, *quick, env=SCHEDULER)
-    probe = in_child(__file__, "robot-batch", "--batch", *map(str, PROBE), *quick, timeout=PROBE_TIMEOUT)
+    robot = in_child(__file__, "robot-batch", "--batch", *batch, *quick)
+    probe = in_child(__file__, "robot-batch", "--batch", *map(str, PROBE), "--plain", *quick, timeout=PROBE_TIMEOUT)
 
     header = ["robot", "learner", "NumPy + Pinocchio (us)", "learn_one (us)", "learn_one / NumPy",
               "Stepper (us)", "Stepper / NumPy", "tuned: learn_one / NumPy", "tuned: Stepper / NumPy",
-              "in lax.scan (us/sample)", "tuned: in lax.scan (us/sample)", "first learn_one (s)"]
+              "in lax.scan (us/sample)", "in a user's jax.jit (us/sample)", "first learn_one (s)"]
     rows = []
     for name in ROBOTS:
         for kind in KINDS:
@@ -383,7 +392,7 @@ def main(argv=None):
             rows.append([name, kind, f"{d['numpy']:.1f}", f"{d['learn_one']:.1f}", f"{d['learn_one'] / d['numpy']:.2f}x",
                          f"{d['stepper']:.1f}", f"{d['stepper'] / d['numpy']:.2f}x", f"{t['learn_one'] / t['numpy']:.2f}x",
                          f"{t['stepper'] / t['numpy']:.2f}x", f"{replays[f'{name}/{kind}']:.2f}",
-                         f"{replays_dfs[f'{name}/{kind}']:.2f}", f"{d['compile']:.1f}"])
+                         f"{replays_plain[f'{name}/{kind}']:.2f}", f"{d['compile']:.1f}"])
     five = batches["five-feature"]
     defaults = (f"with JAX's defaults, {PROBE[0]} x {PROBE[1]} did not finish in {PROBE_TIMEOUT:.0f} s (XLA:CPU's "
                 "concurrency-optimised scheduler hangs on it: every thread waiting, no CPU used)" if probe is None else
@@ -393,17 +402,15 @@ def main(argv=None):
         f"its own payload) x {five['T']} samples in {five['seconds'] * 1e3:.1f} ms ({five['B'] * five['T'] / five['seconds'] / 1e6:.2f} "
         f"M samples/s, compiled in {five['compile']:.1f} s); {robot['B']} Panda whole-robot learners x {robot['T']} samples in "
         f"{robot['seconds']:.1f} s ({robot['B'] * robot['T'] / robot['seconds']:,.0f} samples/s, compiled in "
-        f"{robot['compile']:.1f} s) with `XLA_FLAGS={SCHEDULER['XLA_FLAGS']}`, against {robot['loop_rate']:,.0f} samples/s "
+        f"{robot['compile']:.1f} s) with `compiler_options=dense_armor.compiler.OPTIONS`, against {robot['loop_rate']:,.0f} samples/s "
         f"for a loop of single replays ({robot['loop']} robots), {robot['B'] * robot['T'] / robot['seconds'] / robot['loop_rate']:.2f}x; "
         f"tuned, `jax.lax.map(..., batch_size={GROUP})` (a loop over groups of {GROUP} vmapped learners, whose "
-        f"covariances stay in cache; the same flag): {robot['B'] * robot['T'] / robot['grouped_s']:,.0f} samples/s, "
+        f"covariances stay in cache; the same options): {robot['B'] * robot['T'] / robot['grouped_s']:,.0f} samples/s, "
         f"{robot['B'] * robot['T'] / robot['grouped_s'] / robot['loop_rate']:.2f}x the loop; "
         f"{defaults}.\n\n"
         "How to read it. Every column but the \"tuned\" ones is measured in a fresh process with JAX's defaults "
         "(asynchronous dispatch on, 64-bit off outside the classes, which enter `jax.enable_x64` themselves); the "
-        "tuned single calls in a process with asynchronous dispatch off, the tuned `lax.scan` in one with "
-        f"`XLA_FLAGS={SCHEDULER['XLA_FLAGS']}` (XLA:CPU's depth-first scheduler, which the `dense-armor` command "
-        "asks for). Single calls: medians over interleaved rounds "
+        "tuned single calls in a process with asynchronous dispatch off. Single calls: medians over interleaved rounds "
         "(NumPy + Pinocchio, `learn_one`, `Stepper`, in turn), so ratios hold while the machine's speed drifts. "
         "`learn_one` returns once its step is queued (JAX's asynchronous dispatch; the steps run in order on "
         "XLA's thread while Python goes on): a round of 200 calls is timed up to the end of its last step "
@@ -413,7 +420,10 @@ def main(argv=None):
         "The NumPy + Pinocchio reference does the same work: Pinocchio's RNEA (and gravity, or its joint-torque "
         "regressor) and the same RLS in NumPy (exponential forgetting; the documented classes forget "
         "directionally, a little more work). \"first learn_one\" includes compiling. \"in lax.scan\" is "
-        "`learners.replay` over 10^4 samples under `jax.enable_x64`.\n\n"
+        "`learners.replay` over 10^4 samples under `jax.enable_x64`, the library's program (compiled with "
+        "XLA:CPU's memory-optimised scheduler, `dense_armor.compiler.OPTIONS`); \"in a user's jax.jit\" the same "
+        "call inside `jax.jit(lambda *a: learners.replay(*a))`, whose options (JAX's defaults) hold; "
+        "`jax.jit(..., compiler_options=dense_armor.compiler.OPTIONS)` makes it the first.\n\n"
         "Targets (the speed issue): `learn_one` <= 1.0x NumPy + Pinocchio, the `Stepper` <= 0.5x, the "
         "whole-robot learner's step in `lax.scan` <= 20 us a sample on Panda."
     )

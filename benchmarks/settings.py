@@ -11,8 +11,10 @@ rounds (each figure the best of its rounds):
   five-feature, payload and whole-robot learners: with JAX's defaults, with asynchronous CPU
   dispatch off, with the process pinned to one core, and with one thread in XLA:CPU's pool;
 - a replay, ``learners.replay`` of the whole-robot learner over ``SAMPLES`` samples in one
-  ``lax.scan``: with JAX's defaults, with XLA:CPU's depth-first scheduler, with one pool thread,
-  and with both (what the ``dense-armor`` command sets).
+  ``lax.scan`` (a program the library compiles with XLA:CPU's memory-optimised scheduler,
+  ``dense_armor.compiler.OPTIONS``): with JAX's defaults, with the depth-first scheduler asked
+  for the whole process too, with one pool thread (what the ``dense-armor`` command sets), and
+  with both.
 
 Writes the "Application settings" section of ``docs/benchmarks.md`` (not with ``--no-docs``).
 """
@@ -40,9 +42,9 @@ STEP_SETTINGS = (
 )
 REPLAY_SETTINGS = (
     ("JAX's defaults", {}),
-    ("depth-first scheduler", {"XLA_FLAGS": SCHEDULER}),
-    ("one pool thread (`PJRT_NPROC=1`)", {"PJRT_NPROC": "1"}),
-    ("both (the `dense-armor` command's)", {"XLA_FLAGS": SCHEDULER, "PJRT_NPROC": "1"}),
+    ("depth-first scheduler for the process (`XLA_FLAGS`)", {"XLA_FLAGS": SCHEDULER}),
+    ("one pool thread (`PJRT_NPROC=1`, the `dense-armor` command's)", {"PJRT_NPROC": "1"}),
+    ("both", {"XLA_FLAGS": SCHEDULER, "PJRT_NPROC": "1"}),
 )
 
 
@@ -125,7 +127,10 @@ def main() -> None:
              "float64. The settings are the application's (the library changes none): asynchronous dispatch with "
              "`jax.config.update(\"jax_cpu_enable_async_dispatch\", False)`, pinning with `taskset -c 0` (here "
              "`os.sched_setaffinity` before JAX starts), the scheduler with "
-             f"`XLA_FLAGS={SCHEDULER}` and the pool with `PJRT_NPROC=1`, both read when JAX starts its CPU backend.")
+             f"`XLA_FLAGS={SCHEDULER}` and the pool with `PJRT_NPROC=1`, both read when JAX starts its CPU backend. "
+             "The library compiles its learners' programs (the `Stepper`'s, `learners.replay`) with XLA:CPU's "
+             "memory-optimised scheduler itself, an option of each program (`dense_armor.compiler.OPTIONS`), so the "
+             "process-wide flag only reaches programs a user compiles around them.")
     print(notes + "\n\n" + body)
     print(f"\n({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     if not args.no_docs:
