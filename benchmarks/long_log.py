@@ -34,7 +34,7 @@ CHILD = """
 import resource, sys, time
 from dense_armor.cli import console
 started = time.perf_counter()
-status = console()  # the installed command (its pool of one thread), reading sys.argv
+status = console()  # the installed command (its compile cache), reading sys.argv
 elapsed = time.perf_counter() - started
 print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ELAPSED", elapsed, "STATUS", status)
 """
@@ -99,7 +99,7 @@ if __name__ == "__main__":
     if not args.no_docs:
         write_section("Long logs: a ROS 2 bag replayed", f"A {args.minutes:g}-minute 1 kHz Panda log as an MCAP bag, "
                       "`dense-armor replay panda.urdf bag --learner L --lock ... --out o.csv`, each in a fresh process "
-                      "as the installed command runs (its pool of one thread, JAX's other defaults). \"replay\": the "
+                      "as the installed command runs (JAX's defaults but its compile cache). \"replay\": the "
                       "samples over the replay's time less its compiling (reading, differentiating and writing "
                       "included); \"start-up\": the rest of the command (import, parsing, compiling), without the "
                       "compile cache and, in a third run, with the cache the second filled.\n\n" + text,

@@ -13,8 +13,7 @@ rounds (each figure the best of its rounds):
 - a replay, ``learners.replay`` of the whole-robot learner over ``SAMPLES`` samples in one
   ``lax.scan`` (a program the library compiles with XLA:CPU's memory-optimised scheduler,
   ``dense_armor.compiler.OPTIONS``): with JAX's defaults, with the depth-first scheduler asked
-  for the whole process too, with one pool thread (what the ``dense-armor`` command sets), and
-  with both.
+  for the whole process too, with one pool thread, and with both.
 
 Writes the "Application settings" section of ``docs/benchmarks.md`` (not with ``--no-docs``).
 """
@@ -43,7 +42,7 @@ STEP_SETTINGS = (
 REPLAY_SETTINGS = (
     ("JAX's defaults", {}),
     ("depth-first scheduler for the process (`XLA_FLAGS`)", {"XLA_FLAGS": SCHEDULER}),
-    ("one pool thread (`PJRT_NPROC=1`, the `dense-armor` command's)", {"PJRT_NPROC": "1"}),
+    ("one pool thread (`PJRT_NPROC=1`)", {"PJRT_NPROC": "1"}),
     ("both", {"XLA_FLAGS": SCHEDULER, "PJRT_NPROC": "1"}),
 )
 

@@ -104,21 +104,6 @@ def test_the_command_keeps_compiled_programs_in_the_user_cache(tmp_path):
 
 
 
-@pytest.mark.parametrize("given, expected", [({}, "1"), ({"PJRT_NPROC": "2"}, "2"), ({"NPROC": "3"}, None)])
-def test_the_command_asks_for_one_cpu_thread_unless_told_otherwise(monkeypatch, given, expected):
-    import dense_armor.cli as cli
-
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "")
-    for name in ("PJRT_NPROC", "NPROC"):  # set, then removed: monkeypatch restores what the command writes
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
-    for name, value in given.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(cli, "main", lambda: 0)
-    assert cli.console() == 0
-    assert os.environ.get("PJRT_NPROC") == expected
-
-
 @pytest.mark.parametrize("command", [[], ["demo"], ["control"], ["replay"], ["info"]])
 def test_help_on_every_command(capsys, command):
     code, out, _ = _run(capsys, *command, "--help")

@@ -16,8 +16,7 @@ the global JAX configuration untouched). The installed command (:func:`console`)
 JAX's compiled programs in the user's cache folder, ``$XDG_CACHE_HOME/dense_armor/jax``
 (``~/.cache/...``), every program however quickly it compiled, so that a second run does not
 compile again; ``JAX_COMPILATION_CACHE_DIR`` chooses another folder, and set empty switches the
-cache off. It also asks XLA:CPU for one thread in its pool (:data:`CPU_THREADS`), unless
-``PJRT_NPROC`` or ``NPROC`` is set. A user error prints one line
+cache off. A user error prints one line
 ``dense-armor: error: ...`` on stderr and exits with status 2.
 """
 
@@ -163,16 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-#: Threads in XLA:CPU's pool (``PJRT_NPROC``): one. A replay is a chain of small kernels; more
-#: threads only hand them from one to another (``docs/design.md``, "XLA:CPU's threads").
-CPU_THREADS = "1"
-
-
 def console() -> int:
     """The installed ``dense-armor`` command: :func:`main`, with JAX's persistent compilation
     cache in the user's cache folder unless ``JAX_COMPILATION_CACHE_DIR`` is set (every program
-    kept, however quickly it compiled), and :data:`CPU_THREADS` unless ``PJRT_NPROC`` or ``NPROC``
-    is set."""
+    kept, however quickly it compiled)."""
     if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
         home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         jax.config.update("jax_compilation_cache_dir", str(Path(home) / "dense_armor" / "jax"))
@@ -180,8 +173,6 @@ def console() -> int:
         # JAX keeps only programs that took a second to compile; a replay's fifty smaller ones
         # would be compiled on every run
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    if "PJRT_NPROC" not in os.environ and "NPROC" not in os.environ:
-        os.environ["PJRT_NPROC"] = CPU_THREADS
     return main()
 
 
