@@ -266,16 +266,16 @@ def measure_batches(quick: bool) -> dict:
     return out
 
 
-def measure_robot_batch(quick: bool, batch, default: bool = False) -> dict:
+def measure_robot_batch(quick: bool, batch, plain: bool = False) -> dict:
     """``B`` Panda whole-robot learners x ``T`` samples in one vmap, and a loop of single replays,
-    compiled with the library's options (``default``: with JAX's)."""
+    compiled with the library's options (``plain``: with JAX's, as ``measure_replays``)."""
     import jax
 
     from dense_armor.compiler import OPTIONS
     from dense_armor.learners import Sample, replay
 
     B, T = batch
-    options = {} if default else {"compiler_options": OPTIONS}
+    options = {} if plain else {"compiler_options": OPTIONS}
     block = min(T, 50)  # replay prepares a block's features at once: 5.5 kB a sample
     with jax.enable_x64(True):
         robot = wrapper("robot", robots()["Panda"])
