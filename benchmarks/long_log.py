@@ -30,13 +30,17 @@ import mujoco_robot as mr
 from common import table, write_section
 from dense_armor.logs import write_bag
 
+# The peak is this process's VmHWM: getrusage's ru_maxrss would also count the parent's memory at
+# the fork (Linux carries it across exec), and this parent holds the simulated log.
 CHILD = """
-import resource, sys, time
+import re, sys, time
 from dense_armor.cli import console
 started = time.perf_counter()
 status = console()  # the installed command (its compile cache), reading sys.argv
 elapsed = time.perf_counter() - started
-print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ELAPSED", elapsed, "STATUS", status)
+with open("/proc/self/status") as f:
+    peak = int(re.search(r"VmHWM:\\s*(\\d+) kB", f.read()).group(1))
+print("PEAK_MB", peak / 1024, "ELAPSED", elapsed, "STATUS", status)
 """
 
 
