@@ -9,6 +9,8 @@ along a smooth prescribed motion. It is logged the way real robots log: irregula
 (+-30 % of the period), dropped packets at 1 kHz, encoder positions quantised to 2^-19 rad,
 velocities as the encoder's difference (or none), no accelerations, torque from a current with
 a gain error of up to 3 % per joint and time-correlated noise of 1-3 % of the peak torque.
+Optionally, the arm also has what no model in the library has (:func:`unmodelled_torque`:
+Stribeck friction, torque ripple, friction that falls as the arm warms up, a cable spring).
 
 :func:`simulate` returns the log's columns (what a user has) and the truth (what the benchmark
 scores against). ``benchmarks/realistic.py`` runs the learners on it; the tests run short
@@ -86,6 +88,7 @@ class Truth:
     change_time: float | None  # s; None: no change
     change: str  # "steady", "pick" or "drop"
     noise_std: np.ndarray  # N m, per joint
+    unmodelled: bool = False  # the torque includes :func:`unmodelled_torque`
 
 
 @dataclass
@@ -96,7 +99,8 @@ class Simulated:
         columns: the log as a user has it: ``t``, ``q_<joint>``, optionally ``qd_<joint>``,
             ``tau_<joint>`` (float64 arrays, one per column).
         joint_names: the logged joints, in the URDF's order.
-        tau_true: (T, n) the torque MuJoCo applied at each logged sample (noise and gain free).
+        tau_true: (T, n) the true torque at each logged sample: MuJoCo's, plus
+            :func:`unmodelled_torque` when asked (noise and gain free).
         qdd_true: (T, n) the true accelerations at the logged samples.
         truth: the true robot's additions and the payload.
         rate: the nominal sampling rate, Hz.
@@ -292,10 +296,42 @@ def _lowpass_noise(rng, t, std, cutoff) -> np.ndarray:
     return out * std
 
 
+def unmodelled_torque(rng, t, q, qd, frictionloss, peak) -> np.ndarray:
+    """Torques of a real arm that no model in the library has, (T, n), N m, drawn per joint:
+
+    * Stribeck friction: below a velocity of 0.01-0.05 rad/s, static friction 20-60 % above the
+      dry friction ``frictionloss``;
+    * torque ripple (cogging, gear meshing): 1-2 % of the peak torque, periodic in the joint's
+      position, 20-80 periods a turn;
+    * friction warming up: the dry friction of a cold arm falls by 20-40 %, with a time
+      constant of 5-15 minutes (gear oil warming up), from the log's start;
+    * a cable or a spring: on the first two joints, 1-3 % of the peak torque per radian from a
+      rest position.
+
+    Args:
+        rng: a NumPy generator.
+        t: (T,) sample times, s; q, qd: (T, n) positions and velocities.
+        frictionloss: (n,) the joints' dry friction, N m; peak: (n,) peak torques, N m.
+    """
+    n = q.shape[1]
+    stiction, v_s = rng.uniform(0.2, 0.6, n), rng.uniform(0.01, 0.05, n)
+    ripple, periods, phase = rng.uniform(0.01, 0.02, n) * peak, rng.integers(20, 81, n), rng.uniform(0, 2 * np.pi, n)
+    cooling, warm_up = rng.uniform(0.2, 0.4, n), rng.uniform(300.0, 900.0, n)
+    spring = np.where(np.arange(n) < 2, rng.uniform(0.01, 0.03, n) * peak, 0.0)
+    sign = np.tanh(qd / 0.002)  # the sign of the velocity, smooth at rest
+    warm = 1.0 - np.exp(-(t - t[0])[:, None] / warm_up)
+    return (
+        stiction * frictionloss * np.exp(-((qd / v_s) ** 2)) * sign
+        + ripple * np.sin(periods * q + phase)
+        - cooling * warm * frictionloss * sign
+        - spring * (q - q.mean(0))
+    )
+
+
 def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration: float = 60.0,
              change: str = "steady", change_time: float | None = None, motion: str = "sines",
              velocities: bool = True, jitter: float = 0.3, drops: bool | None = None, gain_error: float = 0.03,
-             noise: tuple = (0.01, 0.03)) -> Simulated:
+             noise: tuple = (0.01, 0.03), unmodelled: bool = False) -> Simulated:
     """One realistic log of ``robot``.
 
     Args:
@@ -312,6 +348,8 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         drops: drop packets (gaps of 2-9 periods, 0.1 % of samples); default at 1 kHz.
         gain_error: the largest torque-gain error per joint (a fraction).
         noise: the range of the torque noise's standard deviation, fractions of the peak torque.
+        unmodelled: add :func:`unmodelled_torque` to the true torque (the rest of the log, noise
+            included, is the same draw as without).
     """
     if change not in ("steady", "pick", "drop"):
         raise ValueError(f"change: {change!r}")
@@ -339,6 +377,8 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
     noise_std = rng.uniform(*noise, n) * peak
     noise = _lowpass_noise(rng, t, noise_std, rng.uniform(5.0, 20.0))
     gains = rng.uniform(-gain_error, gain_error, n)
+    if unmodelled:
+        tau = tau + unmodelled_torque(np.random.default_rng([seed, 5]), t, q, qd, parts["frictionloss"], peak)
     measured = (1 + gains) * (tau + noise)
     encoder = np.round(q / QUANTUM) * QUANTUM
     columns = {"t": t}
@@ -355,5 +395,6 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         armature=parts["armature"], damping=parts["damping"], frictionloss=parts["frictionloss"],
         gain_error=gains, payload_mass=parts["payload_mass"], payload_com=parts["payload_com"],
         payload_inertia=parts["payload_inertia"], change_time=when, change=change, noise_std=noise_std,
+        unmodelled=unmodelled,
     )
     return Simulated(columns, names, tau, qdd, truth, rate, extra={"q_true": q, "qd_true": qd})

@@ -73,3 +73,30 @@ def test_the_whole_robot_learner_in_float32_does_as_well_as_in_float64(tmp_path)
     assert alarms[jnp.float32].shape == alarms[jnp.float64].shape, alarms
     np.testing.assert_allclose(alarms[jnp.float32], alarms[jnp.float64], atol=0.01)
     assert abs(rmse[jnp.float32] / rmse[jnp.float64] - 1) < 0.02, rmse
+
+
+def test_the_unmodelled_torque_is_in_the_log_and_nothing_else_changes():
+    plain = mr.simulate("ur5", 3, 100.0, 4.0, "steady")
+    extra = mr.simulate("ur5", 3, 100.0, 4.0, "steady", unmodelled=True)
+    assert extra.truth.unmodelled and not plain.truth.unmodelled
+    added = extra.tau_true - plain.tau_true
+    assert np.abs(added).max() > 0.01 * np.abs(plain.tau_true).max()
+    gains = 1 + plain.truth.gain_error
+    for j, name in enumerate(plain.joint_names):
+        np.testing.assert_array_equal(extra.columns[f"q_{name}"], plain.columns[f"q_{name}"])
+        np.testing.assert_allclose(extra.columns[f"tau_{name}"] - plain.columns[f"tau_{name}"], gains[j] * added[:, j], atol=1e-9)
+    # the cable spring acts on the first two joints only; the rest is friction and ripple
+    q, qd = extra.extra["q_true"], extra.extra["qd_true"]
+    rng = np.random.default_rng([3, 5])
+    np.testing.assert_allclose(added, mr.unmodelled_torque(rng, extra.columns["t"], q, qd, extra.truth.frictionloss,
+                                                             np.abs(plain.tau_true).max(0)), atol=1e-12)
+
+
+@pytest.mark.slow
+def test_effects_no_model_has_raise_no_alarm_and_do_no_harm():
+    """Stribeck friction, torque ripple, friction warming up and a cable spring
+    (``mujoco_robot.unmodelled_torque``): misfit for the URDF and the learner alike."""
+    r = case("ur5", 100.0, "pick", 2, duration=40.0, unmodelled=True)
+    assert r["false_alarms"] == 0 and not r["missed"] and r["delay"] <= 3.0, r
+    assert r["mass_error"] < 0.1, r
+    assert r["harmful"] == 0 and r["rmse_learner"] < 1.3 * r["rmse_batch"], r
