@@ -305,8 +305,8 @@ def unmodelled_torque(rng, t, q, qd, frictionloss, peak) -> np.ndarray:
       position, 20-80 periods a turn;
     * friction warming up: the dry friction of a cold arm falls by 20-40 %, with a time
       constant of 5-15 minutes (gear oil warming up), from the log's start;
-    * a cable or a spring: on the first two joints, 1-3 % of the peak torque per radian from a
-      rest position.
+    * a cable or a spring: on the first two joints, 1-3 % of the peak torque per radian away
+      from the log's mean position.
 
     Args:
         rng: a NumPy generator.
