@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -203,6 +204,18 @@ def test_replay_csv_without_accelerations_estimates_them(capsys, arm):
     with np.load(arm["folder"] / "p.npz") as pred:
         np.testing.assert_allclose(pred["t"], arm["t"])  # sample times from --dt
         assert np.all(np.isfinite(pred["pred_joint1"]))
+
+
+def test_replay_drops_a_repeated_stamp_when_asked(capsys, arm, tmp_path):
+    cols = _columns(arm)
+    rows = np.insert(np.arange(T), 120, 119)[: T]  # row 119 published twice (T rows: one compile)
+    log = _write_csv(tmp_path / "twice.csv", {k: v[rows] for k, v in cols.items()})
+    code, _, err = _run(capsys, "replay", arm["urdf"], log, "--chunk", 100)
+    assert code == 2 and "repeats" in err and "sample 120" in err and "--drop-repeated" in err
+    code, out, _ = _run(capsys, "replay", arm["urdf"], log, "--chunk", 100, "--drop-repeated", "--report", tmp_path / "r.json")
+    assert code == 0 and "1 rows repeating a stamp dropped (the first at sample 120, t = 1.19 s)" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["repeated_rows"], report["samples"]) == (1, T - 1)
 
 
 def test_replay_npz_with_arrays_and_progress_bar(capsys, arm):

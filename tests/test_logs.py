@@ -104,6 +104,30 @@ def test_broken_clocks_are_errors_naming_the_sample(tmp_path, damage, message):
         load_log(_csv(tmp_path / "bad.csv", _columns(t, q, tau)), JOINTS)
 
 
+@pytest.mark.parametrize("chunk", [20000, 101])
+def test_drop_repeated_drops_the_rows_that_repeat_a_stamp_and_counts_them(tmp_path, chunk):
+    t, q, qd, qdd, tau = _motion()
+    # a message published twice (row 51 repeats row 50), and thrice across a chunk's end (202, 203)
+    rows = np.concatenate([np.arange(51), [50], np.arange(51, 203), [202, 202], np.arange(203, len(t))])
+    damaged = _csv(tmp_path / "repeats.csv", _columns(t[rows], q[rows], tau[rows]))
+    with pytest.raises(LogError, match=r"clock repeats .* at sample 51 .*--drop-repeated"):
+        load_log(damaged, JOINTS)
+    log = load_log(damaged, JOINTS, drop_repeated=True, chunk=chunk)
+    clean = load_log(_csv(tmp_path / "clean.csv", _columns(t, q, tau)), JOINTS, chunk=chunk)
+    assert (log.info.repeated, log.info.first_repeated, log.info.samples) == (3, (51, t[50]), len(rows))
+    for field in ("t", "q", "tau"):
+        np.testing.assert_array_equal(getattr(log, field), getattr(clean, field))
+    # the derivatives are estimated over windows of the rows read: other rows, other windows
+    if chunk > len(rows):
+        np.testing.assert_array_equal(log.qdd, clean.qdd)
+    inner = clean.t < clean.t[-1] - 0.1  # the last window's ends differ a little
+    np.testing.assert_allclose(log.qdd[inner], clean.qdd[inner], atol=2e-2)
+    back = t[rows].copy()
+    back[300] = back[298]  # a stamp that goes back is still an error
+    with pytest.raises(LogError, match="clock goes back"):
+        load_log(_csv(tmp_path / "back.csv", _columns(back, q[rows], tau[rows])), JOINTS, drop_repeated=True)
+
+
 def test_non_finite_rows_are_skipped_and_counted(tmp_path):
     t, q, qd, qdd, tau = _motion()
     q = q.copy()

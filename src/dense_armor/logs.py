@@ -19,14 +19,15 @@ Formats:
   every message has it) and ``effort``, stamped by their header (the bag's receive time when
   the header is zero). Read message by message: a long bag never needs to fit in memory.
 
-Clock. Stamps must increase strictly (a repeated or decreasing stamp is an error naming the
-sample). Steps jitter (0.7-1.6 times the median step is normal on a host clock); a step over
-:data:`GAP` times the median is a gap (dropped packets); the period is the mean of the other
-steps of the first chunk. Gaps up to ``max_gap`` seconds
-(default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a longer
-gap splits the log into segments: the derivatives restart, the learner keeps its state. Every
-gap is reported by sample index and time. Without a ``t`` column the sampling period must be
-given.
+Clock. Stamps must increase strictly: a decreasing stamp is an error naming the sample, and so
+is a repeated one unless ``drop_repeated`` drops the samples that repeat the stamp before them
+(a message published twice; counted and reported). Steps jitter (0.7-1.6 times the median step
+is normal on a host clock); a step over :data:`GAP` times the median is a gap (dropped
+packets); the period is the mean of the other steps of the first chunk. Gaps up to ``max_gap``
+seconds (default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a
+longer gap splits the log into segments: the derivatives restart, the learner keeps its state.
+Every gap is reported by sample index and time. Without a ``t`` column the sampling period must
+be given.
 
 Rows with a NaN or inf in a joint's value are skipped and counted (the clock goes on).
 """
@@ -91,6 +92,8 @@ class LogInfo:
         cutoff: the differentiator's cut-off, Hz.
         resample: the resampling rate, Hz, or ``None``.
         samples: rows read; skipped: rows with a NaN or inf, not used.
+        repeated: rows dropped for repeating the stamp before them; first_repeated: the
+            first one's ``(row, t)``, or ``None``.
         gaps: every gap (:class:`Gap`); segments: pieces the log was split into.
         expected: the number of rows, when known before reading (else ``None``).
     """
@@ -105,6 +108,8 @@ class LogInfo:
     resample: float | None = None
     samples: int = 0
     skipped: int = 0
+    repeated: int = 0
+    first_repeated: tuple | None = None
     gaps: list = field(default_factory=list)
     segments: int = 1
     expected: int | None = None
@@ -380,9 +385,9 @@ class LogStream:
     ``t`` (m,) and ``q``, ``qd``, ``qdd``, ``tau`` (m, n); :attr:`info` fills in as it goes."""
 
     def __init__(self, chunks: Iterator[dict], info: LogInfo, *, dt, causal, cutoff, resample, torque_scale, max_gap,
-                 chunk):
+                 chunk, drop_repeated=False):
         self.info = info
-        self._raw, self._dt, self._scale = chunks, dt, torque_scale
+        self._raw, self._dt, self._scale, self._drop_repeated = chunks, dt, torque_scale, drop_repeated
         self._causal, self._cutoff, self._resample, self._max_gap, self._chunk = causal, cutoff, resample, max_gap, chunk
 
     def __iter__(self) -> Iterator[dict]:
@@ -395,18 +400,32 @@ class LogStream:
             if t is None:
                 t = (row + np.arange(count)) * (1.0 if untimed else self._dt)
             t = np.asarray(t, np.float64)
+            read, index = count, row + np.arange(count)  # the rows' numbers in the log, for the reports
             bad_t = np.nonzero(~np.isfinite(t))[0]
             if len(bad_t):
-                raise LogError(f"{info.source}: time stamp {t[bad_t[0]]} at sample {row + bad_t[0]} is not a number")
+                raise LogError(f"{info.source}: time stamp {t[bad_t[0]]} at sample {index[bad_t[0]]} is not a number")
+            if self._drop_repeated:
+                keep = t != np.concatenate([[np.nan if last_t is None else last_t], t[:-1]])
+                if not keep.all():
+                    if info.first_repeated is None:
+                        k = np.argmin(keep)
+                        info.first_repeated = (int(index[k]), float(t[k]))
+                    info.repeated += int(count - keep.sum())
+                    raw = {k: v[keep] for k, v in raw.items()}
+                    t, index, count = t[keep], index[keep], int(keep.sum())
+                    if count == 0:
+                        row = info.samples = row + read
+                        continue
             prev = t[:-1] if last_t is None else np.concatenate([[last_t], t[:-1]])
             steps = (t[1:] if last_t is None else t) - prev
             first = 1 if last_t is None else 0  # the chunk's sample that steps[0] leads to
             back = np.nonzero(steps <= 0)[0]
             if len(back):
                 k = back[0]
-                what = "repeats" if steps[k] == 0 else "goes back to"
-                raise LogError(f"{info.source}: the clock {what} {t[k + first]:.6f} s at sample {row + k + first} "
-                               f"(the sample before: {prev[k]:.6f} s); stamps must increase")
+                what, hint = ("goes back to", "") if steps[k] < 0 else (
+                    "repeats", " (--drop-repeated, or drop_repeated=True, drops the samples that repeat a stamp)")
+                raise LogError(f"{info.source}: the clock {what} {t[k + first]:.6f} s at sample {index[k + first]} "
+                               f"(the sample before: {prev[k]:.6f} s); stamps must increase{hint}")
             if not started:
                 started = True
                 if not untimed:
@@ -421,10 +440,10 @@ class LogStream:
             cuts = []
             for k in np.nonzero(steps > GAP * info.period)[0] if not untimed else ():
                 bridged = steps[k] <= self._max_gap
-                info.gaps.append(Gap(int(row + k + first), float(t[k + first]), float(steps[k]), bool(bridged)))
+                info.gaps.append(Gap(int(index[k + first]), float(t[k + first]), float(steps[k]), bool(bridged)))
                 if not bridged:
                     cuts.append(k + first)
-            last_t, row = t[-1], row + count
+            last_t, row = t[-1], row + read
             info.samples = row
             start = 0
             for cut in [*cuts, count]:
@@ -482,7 +501,7 @@ class LogStream:
 
 def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | None = None, dt: float | None = None,
              causal: bool = False, cutoff: float | None = None, resample: float | None = None, torque_scale=None,
-             max_gap: float | None = None, chunk: int = 20000) -> LogStream:
+             max_gap: float | None = None, drop_repeated: bool = False, chunk: int = 20000) -> LogStream:
     """Open a log for a robot with joints ``joint_names``: a stream of matched chunks.
 
     Args:
@@ -499,6 +518,7 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         torque_scale: a gain per joint (or one for all) multiplying the logged effort: for a
             log of motor currents, the torque constants (sign included).
         max_gap: the longest gap bridged, s (default :data:`BRIDGE` median periods).
+        drop_repeated: drop a sample whose stamp repeats the one before (else an error).
         chunk: rows per chunk.
 
     Raises:
@@ -543,7 +563,7 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         info.expected = len(arrays["q"])
         chunks = ({k: v[s : s + chunk] for k, v in arrays.items()} for s in range(0, len(arrays["q"]), chunk))
     return LogStream(chunks, info, dt=dt, causal=causal, cutoff=cutoff, resample=resample, torque_scale=scale,
-                     max_gap=max_gap, chunk=chunk)
+                     max_gap=max_gap, chunk=chunk, drop_repeated=drop_repeated)
 
 
 def load_log(path: str | os.PathLike, joint_names, **options) -> Log:

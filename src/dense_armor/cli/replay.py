@@ -54,6 +54,8 @@ def add_log_options(p) -> None:
     g.add_argument("--resample", type=positive, metavar="HZ", help="resample the log on a uniform grid at HZ")
     g.add_argument("--max-gap", type=positive, metavar="S",
                    help="longest clock gap bridged, s (default 10 median periods); longer gaps split the log")
+    g.add_argument("--drop-repeated", action="store_true",
+                   help="drop a sample whose stamp repeats the one before (a message published twice); default: an error")
     g.add_argument("--torque-scale", metavar="GAINS",
                    help="gain per joint turning the logged effort into torque (motor currents: the torque constants, "
                    "sign included): one number, a comma-separated list in joint order, or a file (JSON list or "
@@ -111,7 +113,7 @@ def open_stream(args, model, fixed):
     ignored = set(fixed) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
-                      max_gap=args.max_gap, chunk=max(int(args.chunk), 1000))
+                      max_gap=args.max_gap, drop_repeated=args.drop_repeated, chunk=max(int(args.chunk), 1000))
     chunks = iter(stream)
     first = next(chunks, None)
     if first is None:
@@ -257,6 +259,9 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
             ", ".join(f"sample {g.index}, t = {g.t:.6g} s" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
     if info.skipped:
         clock += f"; {info.skipped} rows with NaN or inf skipped"
+    if info.repeated:
+        row, t = info.first_repeated
+        clock += f"; {info.repeated} rows repeating a stamp dropped (the first at sample {row}, t = {t:.6g} s)"
     print(clock)
     locked = f"; locked {', '.join(f'{k}={v:g}' for k, v in locks.items())}" if locks else ""
     print(f"  robot {model.name!r} ({model.n} joints: {', '.join(names)}{locked}); learner {_label(args)}")
@@ -283,7 +288,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         "derivative": {"estimated": list(info.estimated), "method": info.derivative, "cutoff_hz": info.cutoff,
                        "resample_hz": info.resample},
         "gaps": [{"sample": g.index, "t_s": g.t, "step_s": g.step, "bridged": g.bridged} for g in info.gaps],
-        "segments": info.segments, "skipped_rows": info.skipped, "rejected": result.rejected,
+        "segments": info.segments, "skipped_rows": info.skipped, "repeated_rows": info.repeated, "rejected": result.rejected,
         "nonfinite_predictions": result.nonfinite,
         "rmse_nominal": scores.rmse()[0], "rmse_learner": scores.rmse()[1],
         "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0))),
