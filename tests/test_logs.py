@@ -107,8 +107,9 @@ def test_broken_clocks_are_errors_naming_the_sample(tmp_path, damage, message):
 @pytest.mark.parametrize("chunk", [20000, 101])
 def test_drop_repeated_drops_the_rows_that_repeat_a_stamp_and_counts_them(tmp_path, chunk):
     t, q, qd, qdd, tau = _motion()
-    # a message published twice (row 51 repeats row 50), and thrice across a chunk's end (202, 203)
-    rows = np.concatenate([np.arange(51), [50], np.arange(51, 203), [202, 202], np.arange(203, len(t))])
+    # a message published twice (row 51 repeats row 50), and thrice across the end of a chunk of
+    # 101 rows (rows 202 and 203 repeat row 201)
+    rows = np.concatenate([np.arange(51), [50], np.arange(51, 201), [200, 200], np.arange(201, len(t))])
     damaged = _csv(tmp_path / "repeats.csv", _columns(t[rows], q[rows], tau[rows]))
     with pytest.raises(LogError, match=r"clock repeats .* at sample 51 .*--drop-repeated"):
         load_log(damaged, JOINTS)
