@@ -14,7 +14,7 @@ from dense_armor.dynamics import joint_torque_regressor, rnea
 from dense_armor.learners import Sample
 from dense_armor.model import lock_joints
 from dense_armor.payload_change import ONSET_SPACING, ONSETS, PayloadDetector, payload_std
-from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
+from dense_armor.robot_learner import BLOCK, JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import with_inertials
 from mujoco_robot import moves_within  # noqa: E402  (benchmarks/, on the path through conftest.py)
@@ -266,6 +266,22 @@ def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
     learner = RobotLearner(VERTICAL, rate=rate)
     _, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
     assert not np.any(np.asarray(out.alarm))
+
+
+def test_the_correlation_time_counts_misfit_that_varies_slowly():
+    # a torque ripple with position is, at these speeds, an error that changes over seconds; on
+    # top of white noise its lag-one autocorrelation is modest, its long-run variance is not
+    rate, T = 200.0, 12000
+    q, qd, qdd = _motion(T, rate=rate, seed=14)
+    rng = np.random.default_rng(15)
+    tau = _real_torque(VERTICAL, q, qd, qdd) + 0.05 * rng.standard_normal(q.shape) + 0.1 * np.sin(4 * q + 1.0)
+    learner = RobotLearner(VERTICAL, rate=rate)
+    state, _ = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    noise = state.noise
+    rho = np.asarray(noise.lag / noise.power)
+    lag_one = np.median((1 + rho) / (1 - rho))
+    correlation = float(robot_estimate(learner, state).correlation)
+    assert 3.0 * lag_one < correlation <= BLOCK * rate, (lag_one, correlation)
 
 
 @pytest.mark.slow

@@ -15,8 +15,9 @@ when the fitted mass change is both physically large and statistically clear:
    friction or of other links, noise) project onto it weakly.
 2. Its uncertainty. The fit's variance ``(A + L)^-1 / (1 + lam)`` (the exponential window's
    weights counted twice) is that of white errors; real residuals are correlated in time, so it
-   is multiplied by their integrated autocorrelation time, ``tau = (1 + rho) / (1 - rho)`` with
-   ``rho`` the errors' lag-one autocorrelation, averaged over the joints (the learner keeps it).
+   is multiplied by their integrated autocorrelation time ``tau`` (the learner keeps it: the
+   larger of an AR(1) picture's, ``(1 + rho) / (1 - rho)`` with ``rho`` the lag-one
+   autocorrelation, and the batch means' over half-second blocks, the median over the joints).
 3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, in
    the window or in one a third as long (an exponential window dilutes a change with what came
    before it: the short one sees a large change sooner), once the learner has seen
