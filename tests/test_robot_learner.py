@@ -13,8 +13,8 @@ from dense_armor import attach_payload, inertial, learners, parse_urdf, rls
 from dense_armor.dynamics import joint_torque_regressor, rnea
 from dense_armor.learners import Sample
 from dense_armor.model import lock_joints
-from dense_armor.payload_change import ONSET_SPACING, ONSETS, PayloadDetector, payload_std
-from dense_armor.robot_learner import BLOCK, JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
+from dense_armor.payload_change import BLOCK, BLOCK_MEMORY, HELD, ONSET_SPACING, ONSETS, PayloadDetector, payload_std
+from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import with_inertials
 from mujoco_robot import moves_within  # noqa: E402  (benchmarks/, on the path through conftest.py)
@@ -216,6 +216,41 @@ def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():
     assert np.all(np.abs(np.asarray(fitted) - delta) <= 0.05 * np.asarray(detector.prior)), (fitted, delta)
 
 
+def test_a_fit_counts_its_scores_correlation_from_batch_means_held_back_three_seconds():
+    # errors that wander slowly (an AR(1) at 0.99, like ripple at low speed) on rows that move
+    # slowly too: the fits' score u = Y_b' e summed over blocks, each block counted HELD blocks
+    # after it ends, widens the fits beyond what the correlation they are given (1) says
+    detector, n, p, columns, rate, T = PayloadDetector(arm_after=0.0, min_mass=1e9), 3, 28, slice(10, 20), 40.0, 800
+    rng = np.random.default_rng(16)
+    rows, e = rng.normal(size=(n, p)) + 0.3 * rng.normal(size=(T, n, p)), np.zeros((T, n))
+    for t in range(1, T):
+        e[t] = 0.99 * e[t - 1] + np.sqrt(1 - 0.99**2) * rng.standard_normal(n)
+
+    def step(state, sample):
+        X, error = sample
+        state, *_ = detector.step(state, X, error, jnp.ones(n), jnp.eye(n), error, jnp.zeros(p), 1.0, columns, 1.0,
+                                  rate, True)
+        return state, None
+
+    state, _ = jax.lax.scan(step, detector.init(jnp.zeros(p), jnp.float64), (jnp.asarray(rows), jnp.asarray(e)))
+    length = round(BLOCK * rate)
+    u = np.einsum("tni,tn->ti", rows[:, :, columns], e).reshape(T // length, length, 10)
+    sums, powers = u.sum(1), np.einsum("kti,ktj->kij", u, u)
+    released = T // length - HELD
+    weights = (1.0 - length / (BLOCK_MEMORY * rate)) ** np.arange(released - 1, -1, -1.0)
+    np.testing.assert_allclose(state.scores.long, np.einsum("k,ki,kj->ij", weights, sums[:released], sums[:released]),
+                               rtol=1e-10)
+    np.testing.assert_allclose(state.scores.long_power, np.einsum("k,kij->ij", weights, powers[:released]), rtol=1e-10)
+    # each fit, its mass g' b, widened by its score's correlation time along g
+    _, std = detector.fits(state, 1.0, rate)
+    _, white = detector.fits(state._replace(scores=detector.init(jnp.zeros(p), jnp.float64).scores), 1.0, rate)
+    A = np.concatenate([state.A, state.onsets.A]) + np.diag(1.0 / np.asarray(detector.prior) ** 2)
+    g = np.linalg.solve(A, np.broadcast_to(np.eye(10)[0], (len(A), 10))[..., None])[..., 0]
+    own = np.einsum("ki,ij,kj->k", g, state.scores.long, g) / np.einsum("ki,ij,kj->k", g, state.scores.long_power, g)
+    np.testing.assert_allclose(std, white * np.sqrt(np.maximum(own, 1.0)), rtol=1e-8)
+    assert np.max(np.asarray(std) / np.asarray(white)) > 2.0, (std, white)
+
+
 def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
     # Willsky & Jones: an RLS fed y + [t >= t0] X S Delta ends D Delta away from the same RLS
     # fed y (it is linear in y), D the onset's absorption; and the onset's fit finds Delta
@@ -266,22 +301,6 @@ def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
     learner = RobotLearner(VERTICAL, rate=rate)
     _, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
     assert not np.any(np.asarray(out.alarm))
-
-
-def test_the_correlation_time_counts_misfit_that_varies_slowly():
-    # a torque ripple with position is, at these speeds, an error that changes over seconds; on
-    # top of white noise its lag-one autocorrelation is modest, its long-run variance is not
-    rate, T = 200.0, 12000
-    q, qd, qdd = _motion(T, rate=rate, seed=14)
-    rng = np.random.default_rng(15)
-    tau = _real_torque(VERTICAL, q, qd, qdd) + 0.05 * rng.standard_normal(q.shape) + 0.1 * np.sin(4 * q + 1.0)
-    learner = RobotLearner(VERTICAL, rate=rate)
-    state, _ = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
-    noise = state.noise
-    rho = np.asarray(noise.lag / noise.power)
-    lag_one = np.median((1 + rho) / (1 - rho))
-    correlation = float(robot_estimate(learner, state).correlation)
-    assert 3.0 * lag_one < correlation <= BLOCK * rate, (lag_one, correlation)
 
 
 @pytest.mark.slow

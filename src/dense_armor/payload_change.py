@@ -15,9 +15,15 @@ when the fitted mass change is both physically large and statistically clear:
    friction or of other links, noise) project onto it weakly.
 2. Its uncertainty. The fit's variance ``(A + L)^-1 / (1 + lam)`` (the exponential window's
    weights counted twice) is that of white errors; real residuals are correlated in time, so it
-   is multiplied by their integrated autocorrelation time ``tau`` (the learner keeps it: the
-   larger of an AR(1) picture's, ``(1 + rho) / (1 - rho)`` with ``rho`` the lag-one
-   autocorrelation, and the batch means' over half-second blocks, the median over the joints).
+   is multiplied by their integrated autocorrelation time, ``tau = (1 + rho) / (1 - rho)`` with
+   ``rho`` the errors' lag-one autocorrelation, averaged over the joints (the learner keeps it),
+   or by the fit's own, if larger: misfit that varies slowly (torque ripple at low speed) is
+   correlated over far longer than the lag-one picture sees, and what matters is how it projects
+   on the body's columns. The detector keeps batch means of the fit's score ``u = Y_b' e``: over
+   blocks of :data:`BLOCK` s, ``Omega = sum (sum u)(sum u)'`` against ``Omega_0 = sum u u'``, and
+   a fit whose mass is ``g' b`` gets ``tau = g' Omega g / g' Omega_0 g``. A block counts
+   :data:`HELD` blocks after it ends, and not at all if an alarm comes first (a change must not
+   widen its own test), nor while the detector is not testing.
 3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, in
    the window or in one a third as long (an exponential window dilutes a change with what came
    before it: the short one sees a large change sooner), once the learner has seen
@@ -75,6 +81,12 @@ STRICTER_MASS, STRICTER_Z = (1.5, 1.0), (2.0, 1.0)
 # and the short window tests only once the learner has had this many samples since the start
 # or the last alarm (a learner still converging looks, over a short window, like a change)
 SHORT_AFTER = 3000
+#: s, the blocks of the score's batch means (an onset's shortest fit) ...
+BLOCK = 0.5
+#: ... their memory, s, ...
+BLOCK_MEMORY = 60.0
+#: ... and how many finished blocks are held back before they count (they cover 3 s).
+HELD = 6
 #: The change hypotheses: this many onsets, ONSET_SPACING s apart (they cover 3 s).
 ONSETS = 6
 ONSET_SPACING = 0.5
@@ -118,6 +130,25 @@ class OnsetBank(NamedTuple):
     mass: jax.Array
 
 
+class ScoreMeans(NamedTuple):
+    """Batch means of the window fits' score ``u = Y_b' e`` (10,), whitened rows and errors.
+
+    Attributes:
+        block: (10,) ``sum u`` over the current block; block_power: (10, 10) ``sum u u'``.
+        held: (HELD, 10, 10) the last finished blocks' ``(sum u)(sum u)'``, newest first;
+            held_power: (HELD, 10, 10) their ``sum u u'``.
+        long: (10, 10) exponentially weighted sum of the blocks' ``(sum u)(sum u)'`` once
+            released; long_power: (10, 10) the same of their ``sum u u'``.
+    """
+
+    block: jax.Array
+    block_power: jax.Array
+    held: jax.Array
+    held_power: jax.Array
+    long: jax.Array
+    long_power: jax.Array
+
+
 class PayloadDetectorState(NamedTuple):
     """State of :class:`PayloadDetector`.
 
@@ -133,6 +164,7 @@ class PayloadDetectorState(NamedTuple):
         baseline: (p,) the learner's parameters before the last change, which a change is
             measured from: its parameters at the start, then at each alarm the baseline's.
         onsets: the change hypotheses (:class:`OnsetBank`).
+        scores: the score's batch means (:class:`ScoreMeans`).
     """
 
     A: jax.Array
@@ -142,6 +174,7 @@ class PayloadDetectorState(NamedTuple):
     snapshots: jax.Array
     baseline: jax.Array
     onsets: OnsetBank
+    scores: ScoreMeans
 
 
 class PayloadDetector(eqx.Module):
@@ -180,11 +213,13 @@ class PayloadDetector(eqx.Module):
         """Nothing seen; ``params`` (p,) the learner's parameters."""
         params = jnp.asarray(params, dtype)
         fits, p = len(WINDOWS) + 1, params.shape[-1]
+        square, held = jnp.zeros((10, 10), dtype), jnp.zeros((HELD, 10, 10), dtype)
         return PayloadDetectorState(
             A=jnp.zeros((fits, 10, 10), dtype), b=jnp.zeros((fits, 10), dtype), since=jnp.zeros((), jnp.int32),
             alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, p)), baseline=params,
             onsets=OnsetBank(jnp.zeros((p, ONSETS, 10), dtype), jnp.zeros((ONSETS, 10, 10), dtype),
                              jnp.zeros((ONSETS, 10), dtype), jnp.zeros(ONSETS, jnp.int32), jnp.zeros(ONSETS, dtype)),
+            scores=ScoreMeans(jnp.zeros(10, dtype), square, held, held, square, square),
         )
 
     def fits(self, state: PayloadDetectorState, correlation, rate):
@@ -193,8 +228,8 @@ class PayloadDetector(eqx.Module):
 
         Returns:
             ``(Delta, mass_std)``: (3 + H, 10) the fitted changes and (3 + H,) their masses'
-            standard deviations, the errors' correlation time counted (the payload prior's own
-            before any sample).
+            standard deviations, the errors' correlation time counted, or each fit's score's
+            if larger (the payload prior's own before any sample).
         """
         dtype = state.b.dtype
         A, b = (jnp.concatenate([x, y]) for x, y in ((state.A, state.onsets.A), (state.b, state.onsets.b)))
@@ -202,7 +237,11 @@ class PayloadDetector(eqx.Module):
         solved = rls.spd_solve(A + jnp.diag(1.0 / jnp.asarray(self.prior, dtype) ** 2), jnp.stack([b, mass], -1))
         # an exponential window's weights count twice in its variance: 1 / (1 + lam)
         weights = jnp.concatenate([1.0 / (1.0 + self._lam(dtype, rate)), jnp.ones(1 + ONSETS, dtype)])
-        variance = solved[:, 0, 1] * weights * jnp.maximum(correlation, 1.0)
+        # each fit's mass is g' b: its score's correlation time along g, from the batch means
+        g, scores = solved[..., 1], state.scores
+        power = jnp.einsum("ki,ij,kj->k", g, scores.long_power, g)
+        own = jnp.einsum("ki,ij,kj->k", g, scores.long, g) / jnp.where(power > 0, power, 1.0)
+        variance = solved[:, 0, 1] * weights * jnp.maximum(jnp.maximum(correlation, 1.0), own)
         return solved[..., 0], jnp.sqrt(jnp.maximum(variance, 0.0))
 
     def _lam(self, dtype, rate):
@@ -289,6 +328,7 @@ class PayloadDetector(eqx.Module):
         Z = zz @ zz.T
         YY = jnp.stack([Z[:10, :10], Z[:10, :10], Z[11:21, 11:21]])  # (short, long, change)
         Ye = jnp.stack([Z[:10, 10], Z[:10, 10], Z[11:21, 21]])
+        scores = self._scores(state, Z[:10, 10], valid & armed & ~self.settling(state, rate), valid, rate)
         keep = jnp.concatenate([self._lam(dtype, rate), jnp.ones(1, dtype)])
         A = jnp.where(valid, keep[:, None, None] * state.A + YY, state.A)
         b = jnp.where(valid, keep[:, None] * state.b + Ye, state.b)
@@ -299,13 +339,33 @@ class PayloadDetector(eqx.Module):
             age=jnp.where(new, 1, jnp.where(active, bank.age + 1, 0)), mass=jnp.where(new, mass, bank.mass))
         onsets = jax.tree.map(lambda a, f: jnp.where(valid, a, f), onsets, bank)
         new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
-                                         state.baseline, onsets)
-        # after an alarm: empty fits and onsets, snapshots of the restored baseline
+                                         state.baseline, onsets, scores)
+        # after an alarm: empty fits and onsets, snapshots of the restored baseline; the batch
+        # means keep what they had released (the held blocks may have seen the change)
         empty = self.init(baseline, dtype)
-        restart = empty._replace(alarmed=jnp.ones((), bool), snapshots=jnp.broadcast_to(baseline, snapshots.shape))
+        restart = empty._replace(alarmed=jnp.ones((), bool), snapshots=jnp.broadcast_to(baseline, snapshots.shape),
+                                 scores=empty.scores._replace(long=state.scores.long, long_power=state.scores.long_power))
         new_state = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new_state, restart)
         signature = jnp.where(valid & ~alarm, signature, 0.0)
         return new_state, alarm, baseline, estimate[change], std[change], signature
+
+    def _scores(self, state: PayloadDetectorState, u, counting, valid, rate) -> ScoreMeans:
+        """The batch means with this sample's score ``u`` (10,) (counted if ``counting``); at a
+        block's end it is held, and the oldest held block released into the sums."""
+        dtype = u.dtype
+        means = state.scores
+        u = jnp.where(counting, u, 0.0)
+        block, block_power = means.block + u, means.block_power + jnp.outer(u, u)
+        length = _samples(BLOCK, rate)
+        ends = valid & (state.since % length == length - 1)
+        keep = 1.0 - length.astype(dtype) / jnp.maximum(BLOCK_MEMORY * rate, length.astype(dtype))
+        ended = ScoreMeans(
+            block=jnp.zeros_like(block), block_power=jnp.zeros_like(block_power),
+            held=jnp.concatenate([jnp.outer(block, block)[None], means.held[:-1]]),
+            held_power=jnp.concatenate([block_power[None], means.held_power[:-1]]),
+            long=keep * means.long + means.held[-1], long_power=keep * means.long_power + means.held_power[-1])
+        going = means._replace(block=block, block_power=block_power)
+        return jax.tree.map(lambda e, g: jnp.where(ends, e, g), ended, going)
 
     def absorb(self, state: PayloadDetectorState, gain, signature) -> PayloadDetectorState:
         """Follow how much of each onset's change the learner has absorbed, once it has

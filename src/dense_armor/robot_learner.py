@@ -26,11 +26,9 @@ sample, ``r_j <- r_j (1 + beta (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_
 r_j``, whose expectation is 1 when ``r_j`` is right (``e_post`` the posterior error; the
 adaptive filter of Sarkka & Nummenmaa 2009 in its one-step form), averaged over ``noise_time``
 seconds, each ``rho_j`` clipped at :data:`NOISE_CLIP` (a change the learner has not yet
-followed must not pass for noise). The errors' correlation time is tracked too: real
+followed must not pass for noise). The errors' lag-one autocorrelation is tracked too: real
 residuals are correlated in time, and the payload detector and the reported standard deviations
-account for it. It is the larger of an AR(1) picture's, from the lag-one autocorrelation, and the
-batch means' over blocks of :data:`BLOCK` seconds: misfit that varies slowly (torque ripple at low
-speed, a cable) is correlated over far longer than the lag-one picture sees. And their excess per joint and speed band (:data:`SPEED_BANDS`), the mean
+account for it. And their excess per joint and speed band (:data:`SPEED_BANDS`), the mean
 squared standardised error there: friction at low speed misfits, and the payload detector
 widens those rows' noise by it.
 
@@ -110,11 +108,6 @@ SPEED_BANDS = (1 / 16, 1 / 2, 1, 2, 4, 8, 16)
 EXCESS_LIMIT = 25.0
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
-#: s, the blocks over which the errors' long-run variance is measured (about the payload
-#: detector's fits' length) ...
-BLOCK = 0.5
-#: ... and that measurement's memory, s (one block's sum is a noisy estimate: many are averaged).
-BLOCK_MEMORY = 60.0
 
 
 def torque_scale(model: Model) -> np.ndarray:
@@ -183,11 +176,6 @@ class NoiseState(NamedTuple):
         excess: (n, K) each joint's mean squared standardised error per speed band
             (:data:`SPEED_BANDS`): where the model misfits (friction at low speed), above 1.
         excess_weight: (n, K) samples behind each (saturating at ``noise_time``).
-        block: (n,) the sum of the standardised errors in the current block of :data:`BLOCK`
-            seconds; block_power: (n,) the sum of their squares.
-        long: (n,) exponentially weighted ``sum block^2`` over the finished blocks;
-            long_power: (n,) the same of ``block_power`` (their ratio: the errors' integrated
-            autocorrelation time, batch means).
     """
 
     variance: jax.Array
@@ -197,10 +185,6 @@ class NoiseState(NamedTuple):
     last: jax.Array
     excess: jax.Array
     excess_weight: jax.Array
-    block: jax.Array
-    block_power: jax.Array
-    long: jax.Array
-    long_power: jax.Array
 
 
 class TrustState(NamedTuple):
@@ -340,7 +324,7 @@ class RobotLearner(Learner):
             rls=rls.RLSState(jnp.zeros_like(std), jnp.diag(std**2)),
             count=zero, rejected=zero, alarms=zero,
             noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero,
-                             jnp.ones(bands, dtype), jnp.full(bands, PRIOR_SAMPLES, dtype), fzero, fzero, fzero, fzero),
+                             jnp.ones(bands, dtype), jnp.full(bands, PRIOR_SAMPLES, dtype)),
             trust=TrustState(fzero, fzero),
             detector=None if self.detector is None else self.detector.init(jnp.zeros_like(std), dtype),
         )
@@ -457,20 +441,11 @@ class RobotLearner(Learner):
         band = band * (standard**2 < EXCESS_LIMIT)[:, None]
         excess_weight = jnp.minimum(noise.excess_weight + band, jnp.asarray(self.noise_time, dtype) * rate)
         excess = noise.excess + band * (standard[:, None] ** 2 - noise.excess) / excess_weight
-        # batch means: each block's sum of errors, squared, against its sum of squares
-        kept = jnp.where(noisy, standard, 0.0)
-        block, block_power = noise.block + kept, noise.block_power + kept**2
-        length = jnp.maximum(jnp.round(BLOCK * rate), 1.0)
-        ends = (state.count + 1) % length.astype(state.count.dtype) == 0
-        keep_block = 1.0 - length / jnp.maximum(BLOCK_MEMORY * rate, length)
         noise = NoiseState(
             variance=jnp.maximum(variance, floor), weight=weight,
             lag=jnp.where(noisy, decay * noise.lag + standard * noise.last, noise.lag),
             power=jnp.where(noisy, decay * noise.power + standard**2, noise.power), last=standard,
             excess=excess, excess_weight=excess_weight,
-            block=jnp.where(ends, 0.0, block), block_power=jnp.where(ends, 0.0, block_power),
-            long=jnp.where(ends, keep_block * noise.long + block**2, noise.long),
-            long_power=jnp.where(ends, keep_block * noise.long_power + block_power, noise.long_power),
         )
 
         if self.detector is not None:
@@ -492,12 +467,11 @@ class RobotLearner(Learner):
 
 
 def _correlation(noise: NoiseState) -> jax.Array:
-    """The errors' integrated autocorrelation time, samples, the median over the joints (1
-    before any evidence): each joint's the larger of ``(1 + rho) / (1 - rho)``, ``rho`` its
-    lag-one autocorrelation (an AR(1) picture), and its batch means' ``long / long_power``."""
+    """The errors' integrated autocorrelation time, samples: ``(1 + rho) / (1 - rho)`` with
+    ``rho`` their lag-one autocorrelation (an AR(1) picture), the median over the joints (1
+    before any evidence)."""
     rho = jnp.clip(noise.lag / jnp.where(noise.power > 0, noise.power, 1.0), 0.0, 0.999)
-    batch = noise.long / jnp.where(noise.long_power > 0, noise.long_power, 1.0)
-    return jnp.median(jnp.maximum((1.0 + rho) / (1.0 - rho), batch))
+    return jnp.median((1.0 + rho) / (1.0 - rho))
 
 
 class RobotEstimate(NamedTuple):
