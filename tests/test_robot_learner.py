@@ -251,6 +251,24 @@ def test_a_fit_counts_its_scores_correlation_from_batch_means_held_back_three_se
     assert np.max(np.asarray(std) / np.asarray(white)) > 2.0, (std, white)
 
 
+def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones():
+    # the blocks of the last 3 s may have seen the change: they must not widen the next test
+    detector, n, p, columns = PayloadDetector(arm_after=0.0), 3, 28, slice(10, 20)
+    rng = np.random.default_rng(17)
+    state = detector.init(jnp.zeros(p), jnp.float64)
+    scores = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), state.scores)
+    # a long window that has fitted a 3 kg change, certain: the next step raises an alarm
+    A = state.A.at[1].set(1e6 * jnp.eye(10))
+    state = state._replace(A=A, b=state.b.at[1, 0].set(3e6), since=jnp.asarray(101, jnp.int32), scores=scores)
+    new, alarm, *_ = detector.step(state, jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n),
+                                   jnp.zeros(n), jnp.zeros(p), 1.0, columns, 1.0, 1000.0, True)
+    assert bool(alarm)
+    np.testing.assert_array_equal(new.scores.long, scores.long)
+    np.testing.assert_array_equal(new.scores.long_power, scores.long_power)
+    for field in ("block", "block_power", "held", "held_power"):
+        assert not np.any(np.asarray(getattr(new.scores, field))), field
+
+
 def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
     # Willsky & Jones: an RLS fed y + [t >= t0] X S Delta ends D Delta away from the same RLS
     # fed y (it is linear in y), D the onset's absorption; and the onset's fit finds Delta
