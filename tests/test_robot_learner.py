@@ -251,20 +251,25 @@ def test_a_fit_counts_its_scores_correlation_from_batch_means_held_back_three_se
     assert np.max(np.asarray(std) / np.asarray(white)) > 2.0, (std, white)
 
 
-def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones():
-    # the blocks of the last 3 s may have seen the change: they must not widen the next test
-    detector, n, p, columns = PayloadDetector(arm_after=0.0), 3, 28, slice(10, 20)
+@pytest.mark.parametrize("since", [101, 499])
+def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones(since):
+    # the blocks of the last 3 s may have seen the change: they must not widen the next test;
+    # an alarm on a block's last sample (499 at 1 kHz) keeps the block that sample releases
+    detector, n, p, columns, rate = PayloadDetector(arm_after=0.0), 3, 28, slice(10, 20), 1000.0
     rng = np.random.default_rng(17)
     state = detector.init(jnp.zeros(p), jnp.float64)
     scores = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), state.scores)
     # a long window that has fitted a 3 kg change, certain: the next step raises an alarm
     A = state.A.at[1].set(1e6 * jnp.eye(10))
-    state = state._replace(A=A, b=state.b.at[1, 0].set(3e6), since=jnp.asarray(101, jnp.int32), scores=scores)
+    state = state._replace(A=A, b=state.b.at[1, 0].set(3e6), since=jnp.asarray(since, jnp.int32), scores=scores)
     new, alarm, *_ = detector.step(state, jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n),
-                                   jnp.zeros(n), jnp.zeros(p), 1.0, columns, 1.0, 1000.0, True)
+                                   jnp.zeros(n), jnp.zeros(p), 1.0, columns, 1.0, rate, True)
     assert bool(alarm)
-    np.testing.assert_array_equal(new.scores.long, scores.long)
-    np.testing.assert_array_equal(new.scores.long_power, scores.long_power)
+    length = round(BLOCK * rate)
+    released = (since + 1) % length == 0
+    keep = 1.0 - length / (BLOCK_MEMORY * rate) if released else 1.0
+    np.testing.assert_allclose(new.scores.long, keep * scores.long + released * scores.held[-1], rtol=1e-14)
+    np.testing.assert_allclose(new.scores.long_power, keep * scores.long_power + released * scores.held_power[-1], rtol=1e-14)
     for field in ("block", "block_power", "held", "held_power"):
         assert not np.any(np.asarray(getattr(new.scores, field))), field
 

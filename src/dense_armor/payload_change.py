@@ -341,10 +341,11 @@ class PayloadDetector(eqx.Module):
         new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
                                          state.baseline, onsets, scores)
         # after an alarm: empty fits and onsets, snapshots of the restored baseline; the batch
-        # means keep what they had released (the held blocks may have seen the change)
+        # means keep what they have released, this sample's release included (the held blocks
+        # may have seen the change)
         empty = self.init(baseline, dtype)
         restart = empty._replace(alarmed=jnp.ones((), bool), snapshots=jnp.broadcast_to(baseline, snapshots.shape),
-                                 scores=empty.scores._replace(long=state.scores.long, long_power=state.scores.long_power))
+                                 scores=empty.scores._replace(long=scores.long, long_power=scores.long_power))
         new_state = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new_state, restart)
         signature = jnp.where(valid & ~alarm, signature, 0.0)
         return new_state, alarm, baseline, estimate[change], std[change], signature
