@@ -10,7 +10,8 @@ along a smooth prescribed motion. It is logged the way real robots log: irregula
 velocities as the encoder's difference (or none), no accelerations, torque from a current with
 a gain error of up to 3 % per joint and time-correlated noise of 1-3 % of the peak torque.
 Optionally, the arm also has what no model in the library has (:func:`unmodelled_torque`:
-Stribeck friction, torque ripple, friction that falls as the arm warms up, a cable spring).
+Stribeck friction, torque ripple, friction that falls as the arm warms up, a cable spring,
+friction held at rest).
 
 :func:`simulate` returns the log's columns (what a user has) and the truth (what the benchmark
 scores against). ``benchmarks/realistic.py`` runs the learners on it; the tests run short
@@ -29,6 +30,7 @@ import numpy as np
 from common import example_robot_urdf
 
 QUANTUM = 2.0**-19  # encoder resolution, rad
+REST = 0.002  # rad/s: a joint slower than this is at rest (for the unmodelled friction)
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,10 @@ def unmodelled_torque(rng, t, q, qd, frictionloss, peak) -> np.ndarray:
     * friction warming up: the dry friction of a cold arm falls by 20-40 %, with a time
       constant of 5-15 minutes (gear oil warming up), from the log's start;
     * a cable or a spring: on the first two joints, 1-3 % of the peak torque per radian away
-      from the log's mean position.
+      from the log's mean position;
+    * friction held at rest: a joint that stops keeps 30-70 % of its dry friction in the
+      direction it last moved (the motor's last push, held by stiction) until it moves again, so
+      the torque at rest depends on how the joint got there.
 
     Args:
         rng: a NumPy generator.
@@ -318,13 +323,18 @@ def unmodelled_torque(rng, t, q, qd, frictionloss, peak) -> np.ndarray:
     ripple, periods, phase = rng.uniform(0.01, 0.02, n) * peak, rng.integers(20, 81, n), rng.uniform(0, 2 * np.pi, n)
     cooling, warm_up = rng.uniform(0.2, 0.4, n), rng.uniform(300.0, 900.0, n)
     spring = np.where(np.arange(n) < 2, rng.uniform(0.01, 0.03, n) * peak, 0.0)
-    sign = np.tanh(qd / 0.002)  # the sign of the velocity, smooth at rest
+    hold = rng.uniform(0.3, 0.7, n)
+    sign = np.tanh(qd / REST)  # the sign of the velocity, smooth at rest
     warm = 1.0 - np.exp(-(t - t[0])[:, None] / warm_up)
+    # each joint's last direction of motion: its velocity's sign at the last sample it moved
+    moved = np.where(np.abs(qd) > REST, np.arange(len(t))[:, None], 0)
+    last = np.sign(qd)[np.maximum.accumulate(moved, axis=0), np.arange(n)]
     return (
         stiction * frictionloss * np.exp(-((qd / v_s) ** 2)) * sign
         + ripple * np.sin(periods * q + phase)
         - cooling * warm * frictionloss * sign
         - spring * (q - q.mean(0))
+        + hold * frictionloss * last * np.exp(-((qd / REST) ** 2))
     )
 
 

@@ -57,7 +57,9 @@ UNMODELLED = (
     "models (`mujoco_robot.unmodelled_torque`): Stribeck friction (static friction 20-60 % above "
     "the dry friction below 0.01-0.05 rad/s), torque ripple (1-2 % of the peak torque, 20-80 "
     "periods a turn), dry friction falling as the arm warms up (by 20-40 %, with a time constant of "
-    "5-15 minutes), and a cable spring on the first two joints (1-3 % of the peak torque a radian). "
+    "5-15 minutes), a cable spring on the first two joints (1-3 % of the peak torque a radian), and "
+    "friction held at rest (a joint that stops keeps 30-70 % of its dry friction in the direction it "
+    "last moved, until it moves again: the torque at rest depends on how the joint got there). "
     "The batch fit is the same model's, so it carries the same misfit; the targets are the "
     "realistic benchmark's."
 )
