@@ -8,7 +8,8 @@ regressor columns. The detector fits ``Delta`` to the recent errors and raises a
 when the fitted mass change is both physically large and statistically clear:
 
 1. Window fit. With rows whitened by each joint's noise level (widened where the model
-   misfits: the learner's excess for the joint's speed band), exponentially weighted sums
+   misfits: the learner's excess for the joint's speed band, and at rest the torque the joint's
+   static friction holds, counted once for the rest), exponentially weighted sums
    over a window of ``window`` seconds, ``A = sum Y_b' Y_b`` and ``b = sum Y_b' e``, give the
    ridge estimate ``Delta = (A + L)^-1 b``, ``L`` the precision of a payload's prior (a
    :func:`payload_std` change). Errors that do not look like a change of that body (misfit of

@@ -21,16 +21,24 @@ not excite stay exactly at the prior: with a proper prior the posterior exists w
 excitation, and no symbolic reduction to base parameters is needed (the unidentifiable
 combinations keep ``P``'s prior variance).
 
-Noise. Each joint's equation is weighted by its noise variance ``r_j``, learned online: after a
-sample, ``r_j <- r_j (1 + beta (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_post X')_jj) /
-r_j``, whose expectation is 1 when ``r_j`` is right (``e_post`` the posterior error; the
-adaptive filter of Sarkka & Nummenmaa 2009 in its one-step form), averaged over ``noise_time``
-seconds, each ``rho_j`` clipped at :data:`NOISE_CLIP` (a change the learner has not yet
-followed must not pass for noise). The errors' lag-one autocorrelation is tracked too: real
-residuals are correlated in time, and the payload detector and the reported standard deviations
-account for it. And their excess per joint and speed band (:data:`SPEED_BANDS`), the mean
-squared standardised error there: friction at low speed misfits, and the payload detector
-widens those rows' noise by it.
+Noise. Each joint's equation is weighted by its spread ``s_j^2``: its noise variance ``r_j`` and,
+near rest, the friction band below. ``r_j`` is learned online: after a sample, ``r_j <- r_j (1 +
+beta (r_j / s_j^2) (rho_j - 1))`` with ``rho_j = (e_post_j^2 + (X P_post X')_jj) / s_j^2``, whose
+expectation is 1 when ``r_j`` is right (``e_post`` the posterior error; the adaptive filter of
+Sarkka & Nummenmaa 2009 in its one-step form, each sample counted by the share of its spread
+that is noise), averaged over ``noise_time`` seconds, each ``rho_j`` clipped at
+:data:`NOISE_CLIP` (a change the learner has not yet followed must not pass for noise). The
+errors' lag-one autocorrelation is tracked too: real residuals are correlated in time, and the
+payload detector and the reported standard deviations account for it. And their excess per
+joint and speed band (:data:`SPEED_BANDS`), the mean squared standardised error there: friction
+at low speed misfits, and the payload detector widens those rows' noise by it.
+
+Friction at rest. A joint that stops keeps what its static friction holds, in the direction it
+last moved, anywhere within about twice the dry friction, until it moves again: no function of
+the state predicts it. So near rest the spread adds the band the smooth sign leaves unassigned,
+``2 |f_c| (1 - |tanh(qd / v0)|)`` with the Coulomb friction learned so far (identification
+leaves out the samples near zero velocity for the same reason), and the payload detector counts
+that band once for :data:`HELD_FOR` seconds, the torque a rest holds, not once a sample.
 
 Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.prediction`,
 is the URDF's plus the learned residual ``r = X w`` times a trust ``c_j`` in [0, 1]: the
@@ -106,6 +114,9 @@ TRUST_SAMPLES = 5.0
 SPEED_BANDS = (1 / 16, 1 / 2, 1, 2, 4, 8, 16)
 #: A sample whose error is beyond this many variances does not count in its band's excess.
 EXCESS_LIMIT = 25.0
+#: s: how long a joint at rest holds the torque its static friction took when it stopped (a
+#: rest's length): to the payload detector, one error that lasts, not one a sample.
+HELD_FOR = 1.0
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
 
@@ -372,8 +383,13 @@ class RobotLearner(Learner):
         keep = jnp.exp(-1.0 / jnp.maximum(jnp.asarray(self.trust_time, dtype) * rate, TRUST_SAMPLES))
         trust = TrustState(keep * state.trust.cross + target * residual, keep * state.trust.power + residual**2)
 
-        # rows whitened by each joint's noise level
-        scale = jnp.sqrt(state.noise.variance)
+        # rows whitened by each joint's spread: its noise and, near rest, the band of torques
+        # its static friction can hold (about twice the dry friction the smooth sign leaves
+        # unassigned), which depends on how the joint got there
+        n = self.model.n
+        coulomb = 10 * self.model.n_bodies + n * JOINT_TERMS.index("coulomb")
+        band_at_rest = 2.0 * jnp.abs(state.rls.w[coulomb : coulomb + n]) * (1.0 - jnp.abs(jnp.diagonal(X[:, coulomb : coulomb + n])))
+        scale = jnp.sqrt(state.noise.variance + band_at_rest**2)
         Xw, ew = X / scale[:, None], error / scale
         noise = state.noise
         correlation = _correlation(noise)
@@ -385,15 +401,16 @@ class RobotLearner(Learner):
         # (a body re-opened after an alarm) cannot pass for correlated noise
         standard = ew / jnp.sqrt(1.0 + jnp.sum(PXt * Xw.T, axis=0))
         # each joint's speed band, and its excess there (the velocity is the viscous column)
-        n = self.model.n
         viscous = 10 * self.model.n_bodies + n * JOINT_TERMS.index("viscous")
         speed = jnp.abs(jnp.diagonal(X[:, viscous : viscous + n]))
         band = jax.nn.one_hot(jnp.sum(speed[:, None] >= jnp.asarray(SPEED_BANDS, dtype) * self.coulomb_width, axis=1),
                               len(SPEED_BANDS) + 1, dtype=dtype)
         rows, y = Xw, target / scale
         if self.detector is not None:
-            # the detector's rows carry their band's excess too: misfit is not a payload
-            r = 1.0 / jnp.sqrt(jnp.maximum(jnp.sum(band * noise.excess, axis=1), 1.0))
+            # the detector's rows carry their band's excess too: misfit is not a payload; and
+            # the torque held at rest counts once for HELD_FOR, not once a sample
+            resting = noise.variance + HELD_FOR * rate * band_at_rest**2
+            r = scale / jnp.sqrt(resting * jnp.maximum(jnp.sum(band * noise.excess, axis=1), 1.0))
             # errors whitened by their prior covariance, I + tau X P X' (the parameters'
             # uncertainty counted at the errors' correlation time): a configuration the
             # learner has not yet learned does not look like a payload
@@ -424,12 +441,13 @@ class RobotLearner(Learner):
         if self.detector is not None:
             detector = self.detector.absorb(detector, innovation.gain, signature)
 
-        # noise: E[(e_post^2 + (X P_post X')_jj) / r_j] = 1 when r_j is right (S = I + G: the
-        # update after directional forgetting is one with lam = 1)
+        # noise: E[(e_post^2 + (X P_post X')_jj) / s_j^2] = 1 when the spread s_j is right (S =
+        # I + G: the update after directional forgetting is one with lam = 1); a sample moves
+        # r_j by the share of its spread that is noise (a joint at rest says little about it)
         raw = innovation.standardized**2 + innovation.explained
         ratio = jnp.minimum(raw, NOISE_CLIP)
         weight = jnp.minimum(noise.weight + 1.0, jnp.asarray(self.noise_time, dtype) * rate)
-        variance = noise.variance * (1.0 + (ratio - 1.0) / weight)
+        variance = noise.variance * (1.0 + noise.variance / scale**2 * (ratio - 1.0) / weight)
         floor = (1e-3 * jnp.asarray(self.noise0, dtype)) ** 2
         decay = 1.0 - 1.0 / weight
         # the errors' correlation, once the learner has settled, from the samples that look
