@@ -329,19 +329,20 @@ def test_no_alarm_without_a_change_on_correlated_noise_and_misfit():
 @pytest.mark.slow
 def test_the_errors_excess_is_learned_per_speed_band():
     # errors four times the noise while a joint moves slowly (friction's misfit at low speed):
-    # the detector sees those samples with their own variance, the rest unchanged
+    # the detector sees those samples with their own variance, the rest unchanged (slower, the
+    # friction band at rest widens the spread instead)
     rate, T = 200.0, 12000
     q, qd, qdd = moves_within(-np.pi * np.ones(2), np.pi * np.ones(2), T / rate, np.random.default_rng(3))(np.arange(T) / rate)
     rng = np.random.default_rng(4)
-    slow = (np.abs(qd) >= 0.01) & (np.abs(qd) < 0.04)  # bands 2 and 3 of v0 = 0.02 rad/s
+    slow = (np.abs(qd) >= 0.04) & (np.abs(qd) < 0.16)  # bands 4 and 5 of v0 = 0.02 rad/s
     tau = _real_torque(VERTICAL, q, qd, qdd) + np.where(slow, 0.2, 0.05) * rng.standard_normal(q.shape)
     learner = RobotLearner(VERTICAL, rate=rate)
     state, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
     excess = np.asarray(state.noise.excess)
     chex.assert_shape(excess, (2, len(SPEED_BANDS) + 1))
-    fast = excess[:, 5:]  # above 4 v0
+    fast = excess[:, 6:]  # above 8 v0
     assert np.all((fast > 0.3) & (fast < 2.0)), excess
-    assert np.all(excess[:, 2:4] > 5.0 * fast.max()), excess
+    assert np.all(excess[:, 4:6] > 5.0 * fast.max()), excess
     assert not np.any(np.asarray(out.alarm))
 
 
