@@ -387,8 +387,9 @@ class RobotLearner(Learner):
         # its static friction can hold (about twice the dry friction the smooth sign leaves
         # unassigned), which depends on how the joint got there
         n = self.model.n
-        coulomb = 10 * self.model.n_bodies + n * JOINT_TERMS.index("coulomb")
-        band_at_rest = 2.0 * jnp.abs(state.rls.w[coulomb : coulomb + n]) * (1.0 - jnp.abs(jnp.diagonal(X[:, coulomb : coulomb + n])))
+        start = 10 * self.model.n_bodies + n * JOINT_TERMS.index("coulomb")
+        coulomb = slice(start, start + n)  # f_c in w, tanh(qd / v0) on X's diagonal
+        band_at_rest = 2.0 * jnp.abs(state.rls.w[coulomb]) * (1.0 - jnp.abs(jnp.diagonal(X[:, coulomb])))
         scale = jnp.sqrt(state.noise.variance + band_at_rest**2)
         Xw, ew = X / scale[:, None], error / scale
         noise = state.noise
