@@ -314,6 +314,12 @@ class RobotLearner(Learner):
         """The payload body's parameters in ``w``."""
         return slice(10 * self.body, 10 * self.body + 10)
 
+    def _joint_columns(self, term: str) -> slice:
+        """One of :data:`JOINT_TERMS` in ``w``, a parameter per joint (its column of ``X`` is
+        diagonal: ``qdd``, ``qd``, ``tanh(qd / v0)`` or 1)."""
+        start = 10 * self.model.n_bodies + self.model.n * JOINT_TERMS.index(term)
+        return slice(start, start + self.model.n)
+
     @property
     def num_parameters(self) -> int:
         """``p = 10 B + 4 n`` (``14 n`` without coupled mimic joints)."""
@@ -387,8 +393,7 @@ class RobotLearner(Learner):
         # its static friction can hold (about twice the dry friction the smooth sign leaves
         # unassigned), which depends on how the joint got there
         n = self.model.n
-        start = 10 * self.model.n_bodies + n * JOINT_TERMS.index("coulomb")
-        coulomb = slice(start, start + n)  # f_c in w, tanh(qd / v0) on X's diagonal
+        coulomb = self._joint_columns("coulomb")
         band_at_rest = 2.0 * jnp.abs(state.rls.w[coulomb]) * (1.0 - jnp.abs(jnp.diagonal(X[:, coulomb])))
         scale = jnp.sqrt(state.noise.variance + band_at_rest**2)
         Xw, ew = X / scale[:, None], error / scale
@@ -402,8 +407,7 @@ class RobotLearner(Learner):
         # (a body re-opened after an alarm) cannot pass for correlated noise
         standard = ew / jnp.sqrt(1.0 + jnp.sum(PXt * Xw.T, axis=0))
         # each joint's speed band, and its excess there (the velocity is the viscous column)
-        viscous = 10 * self.model.n_bodies + n * JOINT_TERMS.index("viscous")
-        speed = jnp.abs(jnp.diagonal(X[:, viscous : viscous + n]))
+        speed = jnp.abs(jnp.diagonal(X[:, self._joint_columns("viscous")]))
         band = jax.nn.one_hot(jnp.sum(speed[:, None] >= jnp.asarray(SPEED_BANDS, dtype) * self.coulomb_width, axis=1),
                               len(SPEED_BANDS) + 1, dtype=dtype)
         rows, y = Xw, target / scale
@@ -570,7 +574,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     """
     w, P = state.rls
     dtype = w.dtype
-    n, bodies = learner.model.n, learner.model.n_bodies
+    bodies = learner.model.n_bodies
     std = jnp.asarray(learner.std, dtype)
     cov = _widened(P, std, _correlation(state.noise))
     keep = 1.0 / (1.0 + jnp.asarray(threshold, dtype))
@@ -588,8 +592,8 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     # the data's information on J theta below threshold times the prior's
     flags = quadratic(J, P) > keep * quadratic(J, jnp.diag(std**2))
     joint = {}
-    for t, term in enumerate(JOINT_TERMS):
-        at = slice(10 * bodies + t * n, 10 * bodies + (t + 1) * n)
+    for term in JOINT_TERMS:
+        at = learner._joint_columns(term)
         urdf = jnp.asarray(learner.model.armature, dtype) if term == "armature" else 0.0  # the others are 0 in a URDF
         joint[term] = (urdf + w[at], jnp.sqrt(jnp.maximum(jnp.diagonal(cov)[at], 0.0)),
                        jnp.diagonal(P)[at] > keep * std[at] ** 2)
