@@ -16,7 +16,9 @@ written in the form that XLA:CPU compiles well where the obvious one does not
 * :func:`jit`: ``jax.jit`` with the compiler's options for the library's own programs
   (:data:`OPTIONS`): XLA:CPU's memory-optimised scheduler, which keeps a learner's hundred small
   kernels in order on one thread where the default order spreads them over threads that wait
-  on each other.
+  on each other;
+* :func:`full_precision`: a function whose matrix products are computed in the precision of
+  its inputs on every platform (a GPU's default float32 product keeps 10 bits of mantissa).
 
 These forms are for XLA:CPU: where a program is compiled for another platform (a GPU), each
 function is the obvious operation itself (:func:`jax.lax.platform_dependent`, decided when the
@@ -34,7 +36,10 @@ import jax.numpy as jnp
 
 from dense_armor.spatial import ZERO
 
-__all__ = ["JOIN_SELECTS", "OPTIONS", "SHORT_AXIS", "dot_last", "jit", "join", "materialize", "max_last", "stack", "stage"]
+__all__ = [
+    "JOIN_SELECTS", "OPTIONS", "SHORT_AXIS", "dot_last", "full_precision", "jit", "join", "materialize", "max_last", "stack",
+    "stage",
+]
 
 #: The most selects (parts x elements) :func:`join` writes: a two-link payload learner's packed
 #: state (552 elements in 12 parts) was faster joined by selects, a UR5 payload learner's
@@ -52,15 +57,34 @@ SHORT_AXIS = 16
 OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 
 
+def full_precision(fn):
+    """``fn``, traced with every matrix product (``@``, ``einsum``, ``jnp.dot``) at the precision
+    of its operands, whatever the platform's default and the caller's
+    ``jax.default_matmul_precision``. On NVIDIA GPUs from Ampere on, JAX's default float32
+    product rounds its operands to TensorFloat-32 (10 mantissa bits: a relative rounding of 5e-4
+    where float32's is 6e-8), which an RLS covariance does not survive; XLA:CPU computes float32
+    products in full anyway.
+    Decided when ``fn`` is traced, so it holds inside the caller's ``jax.jit``, ``vmap`` and
+    ``lax.scan``."""
+
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        with jax.default_matmul_precision("highest"):
+            return fn(*args, **kwargs)
+
+    return traced
+
+
 def jit(fn=None, /, **kwargs):
-    """``jax.jit(fn, **kwargs)``, compiled with :data:`OPTIONS` when called from Python; with
-    keywords only, a decorator. JAX takes compiler options only for a program it compiles on its
-    own, so called on traced values (inside ``jax.jit``, ``jax.vmap``, ``lax.scan``), it is the
-    plain ``jax.jit(fn)``, and the outer program's options hold (give its ``jax.jit``
-    ``compiler_options=OPTIONS``)."""
+    """``jax.jit(full_precision(fn), **kwargs)``, compiled with :data:`OPTIONS` when called from
+    Python; with keywords only, a decorator. JAX takes compiler options only for a program it
+    compiles on its own, so called on traced values (inside ``jax.jit``, ``jax.vmap``,
+    ``lax.scan``), it is the plain ``jax.jit(full_precision(fn))``, and the outer program's
+    options hold (give its ``jax.jit`` ``compiler_options=OPTIONS``)."""
     if fn is None:
         return functools.partial(jit, **kwargs)
-    tuned, plain = jax.jit(fn, compiler_options=OPTIONS, **kwargs), jax.jit(fn, **kwargs)
+    exact = full_precision(fn)
+    tuned, plain = jax.jit(exact, compiler_options=OPTIONS, **kwargs), jax.jit(exact, **kwargs)
 
     @functools.wraps(fn)
     def call(*args, **kw):

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import compiler, rls
-from dense_armor.compiler import dot_last, join, materialize
+from dense_armor.compiler import dot_last, full_precision, join, materialize
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import generalized_gravity, rnea
 from dense_armor.model import Model
@@ -225,6 +225,7 @@ class Learner(eqx.Module):
     #: kernels pays only twice the compile time for it.
     replay_unroll: ClassVar[int] = 2
 
+    @full_precision
     def prepare(self, sample: Sample, dtype) -> Prepared:
         """Check, validate and featurise one sample: no state involved.
 
@@ -238,6 +239,7 @@ class Learner(eqx.Module):
         x, nominal = self.features(q, qd, qdd, dtype)
         return Prepared(x=x, target=tau - nominal, nominal=nominal, valid=valid)
 
+    @full_precision
     def step(self, state, sample: Sample):
         """Predict, score, then learn one sample (prequential)."""
         return self.learn(state, self.prepare(sample, state.rls.w.dtype))
@@ -305,11 +307,13 @@ class ResidualLearner(Learner):
         x = jnp.stack([qdd, qd, jnp.sign(qd), gravity, jnp.ones_like(q)], axis=-1)
         return x, nominal
 
+    @full_precision
     def predict(self, state: LearnerState, q, qd, qdd) -> jax.Array:
         """Predicted torque (n,): nominal plus learned residual."""
         x, nominal = self.features(q, qd, qdd, state.rls.w.dtype)
         return nominal + rls.predict(state.rls, x)
 
+    @full_precision
     def learn(self, state: LearnerState, prepared: Prepared) -> tuple[LearnerState, StepOutput]:
         """The stateful half of :meth:`Learner.step`: predict, score, then learn."""
         dtype = state.rls.w.dtype

@@ -80,6 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import inertial, learners, rls, spatial
+from dense_armor.compiler import full_precision
 from dense_armor.dynamics import body_regressor, rnea
 from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response, prior_scale
 from dense_armor.model import Model
@@ -291,11 +292,13 @@ class PayloadLearner(Learner):
         X = body_regressor(self.model, q, qd, qdd, self.body, self.frame_transform)
         return jnp.concatenate([X, *friction], 1), rnea(self.model, q, qd, qdd)
 
+    @full_precision
     def predict(self, state: PayloadState, q, qd, qdd) -> jax.Array:
         """Predicted torque (n,): nominal plus ``X w``."""
         X, nominal = self.features(q, qd, qdd, state.rls.w.dtype)
         return nominal + X @ state.rls.w
 
+    @full_precision
     def learn(self, state: PayloadState, prepared: Prepared) -> tuple[PayloadState, StepOutput]:
         """The stateful half of :meth:`~dense_armor.learners.Learner.step`: predict, score, learn."""
         dtype = state.rls.w.dtype
@@ -435,6 +438,7 @@ def _physical(pi):
     return m, c, I_o - m * (jnp.dot(c, c) * jnp.eye(3, dtype=pi.dtype) - jnp.outer(c, c))
 
 
+@full_precision
 def payload_estimate(learner: PayloadLearner, state: PayloadState, threshold=1.0) -> PayloadEstimate:
     """The learned payload and friction in physical terms, with standard deviations and flags.
 

@@ -71,6 +71,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import rls
+from dense_armor.compiler import full_precision
 
 __all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
 
@@ -223,6 +224,7 @@ class PayloadDetector(eqx.Module):
             scores=ScoreMeans(jnp.zeros(10, dtype), square, held, held, square, square),
         )
 
+    @full_precision
     def fits(self, state: PayloadDetectorState, correlation, rate):
         """The ridge fits of the body's change: each window's, the change's since the last
         alarm, then each onset's (see the module docstring).
@@ -253,6 +255,7 @@ class PayloadDetector(eqx.Module):
         """() bool: within ``hold`` seconds after an alarm (the learner learns the body only)."""
         return state.alarmed & (state.since < jnp.asarray(self.hold, state.b.dtype) * rate)
 
+    @full_precision
     def step(self, state: PayloadDetectorState, Xw, ew, r, L, e_baseline, params, mass, columns: slice, correlation,
              rate, valid):
         """Test the body's parameters for a change, then learn the sample into the fits.

@@ -75,7 +75,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dense_armor.compiler import dot_last, max_last
+from dense_armor.compiler import dot_last, full_precision, max_last
 
 __all__ = [
     "RLSState",
@@ -176,6 +176,7 @@ def init(
     return RLSState(w=w, P=P)
 
 
+@full_precision
 def predict(state: RLSState, x: ArrayLike) -> jax.Array:
     """Prediction ``x' w``.
 
@@ -191,6 +192,7 @@ def predict(state: RLSState, x: ArrayLike) -> jax.Array:
     return dot_last(jnp.asarray(x, w.dtype), w)
 
 
+@full_precision
 def prior_variance(state: RLSState, x: ArrayLike) -> jax.Array:
     """Prior variance factor ``x' P x`` of the prediction ``x' w``.
 
@@ -210,6 +212,7 @@ def prior_variance(state: RLSState, x: ArrayLike) -> jax.Array:
     return dot_last(x, _matvec(state.P, x))
 
 
+@full_precision
 def update(
     state: RLSState,
     x: ArrayLike,
@@ -402,6 +405,7 @@ def _eigen_update(w, P, G, V, g, Ct, forget, err, lam, max_trace):
     return RLSState(w=w_new, P=P_new), innovation
 
 
+@full_precision
 def update_rows(
     state: RLSState,
     X: ArrayLike,
@@ -450,6 +454,7 @@ def finite(state: RLSState) -> jax.Array:
     return jnp.all(jnp.isfinite(state.w)) & jnp.all(jnp.isfinite(jnp.diagonal(state.P, axis1=-2, axis2=-1)))
 
 
+@full_precision
 def update_if_finite(
     state: RLSState, x: ArrayLike, y: ArrayLike, lam: ArrayLike = 1.0, **options
 ) -> tuple[RLSState, jax.Array]:

@@ -82,6 +82,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import inertial, learners, rls
+from dense_armor.compiler import full_precision
 from dense_armor.dynamics import joint_torque_regressor
 from dense_armor.learners import Learner, Prepared, StepOutput
 from dense_armor.model import Model
@@ -371,11 +372,13 @@ class RobotLearner(Learner):
         limit = jnp.asarray(self.model.effort_limit, nominal.dtype)
         return jnp.clip(nominal + c * residual, -limit, limit)
 
+    @full_precision
     def predict(self, state: RobotState, q, qd, qdd) -> jax.Array:
         """Predicted torque (n,): the URDF's plus the trusted residual, within the effort limits."""
         X, nominal = self.features(q, qd, qdd, state.rls.w.dtype)
         return self._gate(nominal, X @ self._deviation(state.rls.w), state.trust)
 
+    @full_precision
     def learn(self, state: RobotState, prepared: Prepared) -> tuple[RobotState, StepOutput]:
         """The stateful half of :meth:`~dense_armor.learners.Learner.step`: predict, score, learn."""
         dtype = state.rls.w.dtype
@@ -562,6 +565,7 @@ def _physical(pi):
     return jnp.concatenate([m[None], c, I.reshape(-1)])
 
 
+@full_precision
 def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> RobotEstimate:
     """The learned robot in physical terms, with standard deviations and flags. Traceable.
 
