@@ -58,7 +58,7 @@ def nominal_urdf(robot: str) -> str:
     return example_robot_urdf(ROBOTS[robot].urdf).read_text()
 
 
-def _mujoco_xml(robot: str) -> str:
+def mujoco_urdf(robot: str) -> str:
     """The URDF for MuJoCo: meshes stripped, locked joints fixed, fixed bodies kept."""
     spec = ROBOTS[robot]
     root = ET.fromstring(nominal_urdf(robot))
@@ -169,7 +169,7 @@ def true_robot(robot: str, seed: int):
     """
     spec = ROBOTS[robot]
     rng = np.random.default_rng([seed, 4])
-    m = mujoco.MjModel.from_xml_string(_mujoco_xml(robot))
+    m = mujoco.MjModel.from_xml_string(mujoco_urdf(robot))
     _perturb_bodies(m, rng)
     n = m.nv
     names = tuple(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, m.dof_jntid[k]) for k in range(n))
@@ -186,7 +186,7 @@ def true_robot(robot: str, seed: int):
     com = np.asarray(spec.flange) + axis * rng.uniform(0.04, 0.12) + (1 - np.abs(axis)) * rng.uniform(-0.03, 0.03, 3)
     sides = rng.uniform(0.04, 0.15, 3)
     inertia = mass / 12 * np.diag([sides[1] ** 2 + sides[2] ** 2, sides[0] ** 2 + sides[2] ** 2, sides[0] ** 2 + sides[1] ** 2])
-    loaded = mujoco.MjModel.from_xml_string(_mujoco_xml(robot))
+    loaded = mujoco.MjModel.from_xml_string(mujoco_urdf(robot))
     for key in ("body_mass", "body_ipos", "body_inertia", "body_iquat", "dof_armature", "dof_damping", "dof_frictionloss"):
         getattr(loaded, key)[:] = getattr(m, key)
     body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, spec.last_link)

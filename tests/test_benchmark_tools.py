@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 from common import SOURCE, alternated, best, imported
+from gpu import TOLERANCE
 
 
 def test_alternated_measures_this_checkout_and_the_revision_in_turn():
@@ -29,3 +30,35 @@ def test_alternated_measures_this_checkout_and_the_revision_in_turn():
 def test_best_takes_each_figure_lowest_over_runs():
     runs = [{"Panda": {"rnea": 2.0, "crba": 5.0}}, {"Panda": {"rnea": 3.0, "crba": 4.0}}]
     assert best(runs) == {"Panda": {"rnea": 2.0, "crba": 4.0}}
+
+
+@pytest.mark.slow
+def test_the_gpu_measurement_runs_end_to_end_here(tmp_path):
+    """``benchmarks/gpu.py``, prepared for a machine with a GPU (no device is at hand in CI), run on
+    this CPU at small sizes: the measurement, then the report, whose float32 errors hold the CPU
+    tests' bounds; every batch is measured (MJX where it imports)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    script = SOURCE.parent / "benchmarks" / "gpu.py"
+
+    def run(*args):
+        done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, cwd=script.parent, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    run("measure", "--out", str(tmp_path), "--states", "64", "--variants", "8", "--samples", "50", "--shard", "8", "50", "--budget", "600")
+    body = run("report", str(tmp_path), str(tmp_path), "--no-docs")
+    assert "### Throughput" in body and "### Sharding" in body
+    results = json.loads(Path(tmp_path, "results.json").read_text())
+    measured = [row for key in ("dynamics", "learners") for row in results[key]]
+    assert len(measured) == 2 + 6 and not any("skipped" in row for row in measured), measured
+    assert results["sharding"]["max_weight_difference"] == 0.0
+    errors = json.loads(Path(tmp_path, "errors.json").read_text())["CPU float32"]
+    for key, error in errors.items():
+        robot, what = key.split("/")
+        if what in TOLERANCE:
+            assert error <= TOLERANCE[what], (key, error)
+        else:  # a learner: float32 as good as float64 on the same data
+            assert abs(error["rmse_ratio"] - 1) < 0.02, (key, error)
