@@ -29,8 +29,9 @@ On a GPU machine that has JAX, equinox and chex but not this project's other dep
 robots (``write-robots``) and, for MJX, wheels of ``mujoco`` and ``mujoco-mjx`` of one version
 (with ``trimesh``). Run the precision measurement a second time with an earlier ``src`` (``git
 archive REV src``) on ``PYTHONPATH`` for ``report --before``: both precision runs fit the GPU at
-once with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``; the throughput run keeps JAX's defaults. The
-batches are sized for a card of 80 GB; ``--budget`` skips what would not end in time.
+once with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``; the throughput run keeps JAX's defaults
+(``benchmarks/gpu.sh`` does all three). The batches are sized for a card of 80 GB; ``--budget``
+skips what would not end in time.
 """
 
 from __future__ import annotations
