@@ -48,7 +48,7 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
-from common import table, write_section
+from common import median_us, table, write_section
 
 from dense_armor import attach_payload, learners, parse_urdf
 from dense_armor.dynamics import aba, crba, generalized_gravity, joint_torque_regressor, nonlinear_effects, rnea
@@ -166,14 +166,8 @@ def precision_outputs(texts: dict) -> dict[str, np.ndarray]:
 
 
 def timed(compiled, args, repeats: int) -> float:
-    """Median seconds of ``compiled(*args)`` after a warm-up call."""
-    jax.block_until_ready(compiled(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """Median seconds of ``compiled(*args)``, each call waited for, after a warm-up call."""
+    return median_us(lambda: jax.block_until_ready(compiled(*args)), repeats, warmup=1) / 1e6
 
 
 def compile_and_time(fn, args, repeats: int, **options) -> dict:
