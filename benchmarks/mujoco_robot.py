@@ -11,7 +11,10 @@ velocities as the encoder's difference (or none), no accelerations, torque from 
 a gain error of up to 3 % per joint and time-correlated noise of 1-3 % of the peak torque.
 Optionally, the arm also has what no model in the library has (:func:`unmodelled_torque`:
 Stribeck friction, torque ripple, friction that falls as the arm warms up, a cable spring,
-friction held at rest).
+friction held at rest). And optionally the URDF is a CAD estimate (``cad``): besides the scaled
+masses and moments, every centre of mass is off by up to 3 cm along each axis (also where the
+URDF puts it on an axis) and every body's principal axes are turned by up to 20 degrees
+(products of inertia the URDF lacks).
 
 :func:`simulate` returns the log's columns (what a user has) and the truth (what the benchmark
 scores against). ``benchmarks/realistic.py`` runs the learners on it; the tests run short
@@ -31,6 +34,8 @@ from common import example_robot_urdf
 
 QUANTUM = 2.0**-19  # encoder resolution, rad
 REST = 0.002  # rad/s: a joint slower than this is at rest (for the unmodelled friction)
+CAD_COM = 0.03  # m: a CAD-estimate URDF's centres of mass are off by up to this along each axis ...
+CAD_TURN = math.radians(20.0)  # ... and its principal axes by up to this angle
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Truth:
     change: str  # "steady", "pick" or "drop"
     noise_std: np.ndarray  # N m, per joint
     unmodelled: bool = False  # the torque includes :func:`unmodelled_torque`
+    cad: bool = False  # the nominal URDF is a CAD estimate (:func:`_cad_error`)
 
 
 @dataclass
@@ -133,6 +139,22 @@ def _perturb_bodies(m: mujoco.MjModel, rng) -> None:
                 break
 
 
+def _cad_error(m: mujoco.MjModel, rng) -> None:
+    """What a CAD estimate gets wrong beyond scale: every body's centre of mass moved by up to
+    :data:`CAD_COM` along each axis, its principal axes turned by up to :data:`CAD_TURN` about a
+    random axis (a rotation keeps the body physically consistent)."""
+    for b in range(1, m.nbody):
+        if m.body_mass[b] <= 0:
+            continue
+        m.body_ipos[b] += rng.uniform(-CAD_COM, CAD_COM, 3)
+        axis = rng.standard_normal(3)
+        turn = np.zeros(4)
+        mujoco.mju_axisAngle2Quat(turn, axis / np.linalg.norm(axis), rng.uniform(-CAD_TURN, CAD_TURN))
+        turned = np.zeros(4)
+        mujoco.mju_mulQuat(turned, turn, m.body_iquat[b])
+        m.body_iquat[b] = turned
+
+
 def _quat_from_matrix(R) -> np.ndarray:
     q = np.zeros(4)
     mujoco.mju_mat2Quat(q, np.ascontiguousarray(R).reshape(-1))
@@ -161,8 +183,9 @@ def _add_payload(m: mujoco.MjModel, body: int, mass: float, com, inertia) -> Non
     m.body_inertia[body], m.body_iquat[body] = moments, _quat_from_matrix(axes)
 
 
-def true_robot(robot: str, seed: int):
-    """The real robot: MuJoCo models without and with the payload, and what differs from the URDF.
+def true_robot(robot: str, seed: int, cad: bool = False):
+    """The real robot: MuJoCo models without and with the payload, and what differs from the URDF
+    (with ``cad``, also :func:`_cad_error`, drawn apart so that the rest is the same draw).
 
     Returns:
         ``(model, model_with_payload, joint_names, truth_parts)``.
@@ -171,6 +194,8 @@ def true_robot(robot: str, seed: int):
     rng = np.random.default_rng([seed, 4])
     m = mujoco.MjModel.from_xml_string(mujoco_urdf(robot))
     _perturb_bodies(m, rng)
+    if cad:
+        _cad_error(m, np.random.default_rng([seed, 6]))
     n = m.nv
     names = tuple(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, m.dof_jntid[k]) for k in range(n))
     limits = {j.get("name"): j.find("limit") for j in ET.fromstring(nominal_urdf(robot)).findall("joint")}
@@ -341,7 +366,7 @@ def unmodelled_torque(rng, t, q, qd, frictionloss, peak) -> np.ndarray:
 def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration: float = 60.0,
              change: str = "steady", change_time: float | None = None, motion: str = "sines",
              velocities: bool = True, jitter: float = 0.3, drops: bool | None = None, gain_error: float = 0.03,
-             noise: tuple = (0.01, 0.03), unmodelled: bool = False) -> Simulated:
+             noise: tuple = (0.01, 0.03), unmodelled: bool = False, cad: bool = False) -> Simulated:
     """One realistic log of ``robot``.
 
     Args:
@@ -360,11 +385,13 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         noise: the range of the torque noise's standard deviation, fractions of the peak torque.
         unmodelled: add :func:`unmodelled_torque` to the true torque (the rest of the log, noise
             included, is the same draw as without).
+        cad: the nominal URDF is a CAD estimate (:func:`_cad_error`; the rest is the same draw
+            as without).
     """
     if change not in ("steady", "pick", "drop"):
         raise ValueError(f"change: {change!r}")
     rng = np.random.default_rng([seed, int(rate), {"steady": 0, "pick": 1, "drop": 2}[change], motion == "moves"])
-    plain, loaded, names, parts = true_robot(robot, seed)
+    plain, loaded, names, parts = true_robot(robot, seed, cad)
     n = plain.nv
     path = (sines if motion == "sines" else moves)(plain, duration, rng)
     period = 1.0 / rate
@@ -405,6 +432,6 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         armature=parts["armature"], damping=parts["damping"], frictionloss=parts["frictionloss"],
         gain_error=gains, payload_mass=parts["payload_mass"], payload_com=parts["payload_com"],
         payload_inertia=parts["payload_inertia"], change_time=when, change=change, noise_std=noise_std,
-        unmodelled=unmodelled,
+        unmodelled=unmodelled, cad=cad,
     )
     return Simulated(columns, names, tau, qdd, truth, rate, extra={"q_true": q, "qd_true": qd})
