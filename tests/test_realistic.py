@@ -107,9 +107,11 @@ def test_a_cad_estimate_moves_the_centres_of_mass_and_the_axes_and_nothing_else(
     turned = np.abs(np.sum(cad.body_iquat * plain.body_iquat, axis=1))  # cos of half the turn
     massive = plain.body_mass > 0
     assert np.all(turned[massive] >= np.cos(mr.CAD_TURN / 2) - 1e-12) and turned[massive].min() < np.cos(np.radians(1.0) / 2)
-    # the payload rides on the CAD-moved body: the loaded model is the same merge
+    # the payload rides on the CAD-moved body: the same payload merged into a moved centre of mass
     body = int(np.argmax(cad_loaded.body_mass - cad.body_mass))
     assert cad_loaded.body_mass[body] - cad.body_mass[body] == pytest.approx(parts["payload_mass"])
+    np.testing.assert_array_equal(cad_loaded.body_mass, plain_loaded.body_mass)
+    assert np.any(cad_loaded.body_ipos[body] != plain_loaded.body_ipos[body])
 
 
 @pytest.mark.slow
