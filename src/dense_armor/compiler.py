@@ -16,7 +16,7 @@ written in the form that XLA:CPU compiles well where the obvious one does not
 * :func:`jit`: ``jax.jit`` with the compiler's options for the library's own programs
   (:data:`OPTIONS`): XLA:CPU's memory-optimised scheduler, which keeps a learner's hundred small
   kernels in order on one thread where the default order spreads them over threads that wait
-  on each other;
+  on each other, and the copy insertion that proves a loop's state can be updated in place;
 * :func:`full_precision`: a function whose matrix products are computed in the precision of
   its inputs on every platform (a GPU's default float32 product keeps 10 bits of mantissa).
 
@@ -52,9 +52,14 @@ SHORT_AXIS = 16
 #: XLA's options for the programs :func:`jit` compiles. XLA:CPU's memory-optimised (depth-first)
 #: order of a program's kernels: a learner's step is a hundred small kernels, which the default,
 #: concurrency-optimised order hands between the threads of XLA:CPU's pool (``docs/design.md``,
-#: "XLA:CPU's scheduler"). An option of one program, not of the process; a field of XLA's debug
-#: options that only XLA:CPU reads.
-OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
+#: "XLA:CPU's scheduler"). Copy insertion with region analysis: without it, XLA:CPU copies
+#: most leaves of a ``lax.scan``'s carried state at the top of every iteration, a kernel each
+#: (``docs/design.md``, "Copies of a loop's state"). Options of one program, not of the process;
+#: fields of XLA's debug options that only XLA:CPU reads.
+OPTIONS = {
+    "xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED",
+    "xla_cpu_copy_insertion_use_region_analysis": True,
+}
 
 
 def full_precision(fn):
