@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 import chex
+import hlo
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,8 +44,7 @@ def compiled_counts(fn, *args) -> tuple[int, int]:
     """(kernels, multiplications) of the optimised HLO: fusions and library calls at the top
     level, multiply instructions anywhere."""
     text = fn.lower(*args).compile().as_text()
-    entry = text[text.index("\nENTRY") :]
-    kernels = len(re.findall(r"^\s*(?:ROOT )?%\S+ = .*? (?:fusion|custom-call|dot)\(", entry, re.M))
+    kernels = hlo.count(hlo.entry(text), "fusion", "custom-call", "dot")
     multiplies = len(re.findall(r" multiply\(", text))
     return kernels, multiplies
 
@@ -78,10 +78,8 @@ def test_scan_reads_the_model_outside_its_loop(panda, fn, nargs, max_kernels):
     xs = tuple(np.tile(x, (16, 1)) for x in states[:nargs])
     run = jax.jit(lambda m, *xs: jax.lax.scan(lambda c, x: (c, fn(m, *x)), 0.0, xs)[1])
     text = run.lower(model, *xs).compile().as_text()
-    body = re.search(r" while\(.*?body=(%[\w.\-]+)", text).group(1)
-    start = text.index(f"\n{body} ")
-    loop = text[start : text.index("\n}\n", start)]
-    kernels = len(re.findall(r"^\s*(?:ROOT )?%\S+ = .*? (?:fusion|custom-call|dot|copy|gather)\(", loop, re.M))
+    loop = hlo.loop_body(text)
+    kernels = hlo.count(loop, "fusion", "custom-call", "dot", "copy", "gather")
     assert kernels <= max_kernels, loop
 
 
@@ -89,9 +87,8 @@ def kernel_chain(fn, *args) -> list[tuple[str, set[str]]]:
     """The top-level kernels of the optimised HLO in execution order, each with the kernels whose
     outputs it reads (through bitcasts and tuples)."""
     text = fn.lower(*args).compile().as_text()
-    entry = text[text.index("\nENTRY") :]
     alias, kernels = {}, []
-    for name, op, operands in re.findall(r"^\s*(?:ROOT )?%(\S+) = .*? ([\w-]+)\((.*?)\)(?:, |$)", entry, re.M):
+    for name, op, operands in re.findall(r"^\s*(?:ROOT )?%(\S+) = .*? ([\w-]+)\((.*?)\)(?:, |$)", hlo.entry(text), re.M):
         sources = {alias.get(x, x) for x in re.findall(r"%([\w.\-]+)", operands)}
         if op in ("bitcast", "get-tuple-element", "tuple", "opt-barrier"):
             alias[name] = next(iter(sources), name) if len(sources) == 1 else name

@@ -10,8 +10,7 @@ loop"), so a rewrite that adds kernels (say, a reduction no longer written out) 
 
 from __future__ import annotations
 
-import re
-
+import hlo
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,17 +48,8 @@ def test_stepper_kernels(panda, make, max_kernels):
         stepper = Stepper(learner, learner.init(jnp.float64))
         sample = np.zeros(4 * panda.n)
         text = stepper._step.lower(stepper._buffers, sample).compile().as_text()
-    entry = text[text.index("\nENTRY") :]
-    kernels = len(re.findall(r"^\s*(?:ROOT )?%\S+ = .*? (?:fusion|custom-call|dot|copy|concatenate|sort|conditional)\(", entry, re.M))
+    kernels = hlo.count(hlo.entry(text), "fusion", "custom-call", "dot", "copy", "concatenate", "sort", "conditional")
     assert kernels <= max_kernels, f"{type(learner).__name__}: {kernels} kernels > {max_kernels}"
-
-
-def _loop_body_copies(text: str) -> int:
-    """Copy instructions at the top level of the compiled program's ``while`` body."""
-    body = re.search(r"body=%(\S+?)[,\s]", text).group(1)
-    start = text.index(f"\n%{body} ")
-    block = text[start : text.index("\n}", start)]
-    return len(re.findall(r"^\s*(?:ROOT )?%\S+ = \S+ copy\(", block, re.M))
 
 
 @pytest.mark.perf
@@ -77,7 +67,7 @@ def test_replay_updates_the_carried_state_in_place(panda):
         replay = compiler.full_precision(lambda state, trajectory: learners.replay(learner, state, trajectory))
 
         def copies(options):
-            return _loop_body_copies(jax.jit(replay, compiler_options=options).lower(state, trajectory).compile().as_text())
+            return hlo.count(hlo.loop_body(jax.jit(replay, compiler_options=options).lower(state, trajectory).compile().as_text()), "copy")
 
         tuned = copies(compiler.OPTIONS)
         plain = copies({k: v for k, v in compiler.OPTIONS.items() if "copy_insertion" not in k})
