@@ -149,8 +149,9 @@ def test_the_xla_cpu_forms_are_in_cpu_programs_only():
 
 def test_the_librarys_jit_passes_its_options_at_the_top_level_only(monkeypatch):
     """``compiler.jit`` compiles a call from Python with ``compiler.OPTIONS``, which this jaxlib
-    accepts, and a call on traced values (``jax.jit``, ``jax.vmap``, ``lax.scan`` around it) as
-    the plain ``jax.jit``, which JAX requires; the results are the same."""
+    accepts, and a call inside another trace (``jax.jit``, ``jax.vmap``, ``lax.scan`` around it,
+    on traced values or on constants alone) as the plain ``jax.jit``, which JAX requires; the
+    results are the same."""
     def f(x, k):
         return jnp.cumsum(x * k)
 
@@ -162,6 +163,7 @@ def test_the_librarys_jit_passes_its_options_at_the_top_level_only(monkeypatch):
     np.testing.assert_array_equal(jax.jit(lambda x: tuned(x, 2))(x), expected)
     np.testing.assert_array_equal(jax.vmap(lambda x: tuned(x, 2))(x[None])[0], expected)
     np.testing.assert_array_equal(jax.lax.scan(lambda c, x: (c, tuned(x, 2)), 0.0, x[None])[1][0], expected)
+    np.testing.assert_array_equal(jax.jit(lambda y: tuned(x, 2) + y)(0.0), expected)  # no traced argument
     # the options reach the top-level compile, and only it: an option XLA does not know fails there
     monkeypatch.setattr(compiler, "OPTIONS", {"xla_cpu_no_such_option": True})
     bad = compiler.jit(f, static_argnums=1)

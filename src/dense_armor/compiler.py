@@ -83,9 +83,9 @@ def full_precision(fn):
 def jit(fn=None, /, **kwargs):
     """``jax.jit(full_precision(fn), **kwargs)``, compiled with :data:`OPTIONS` when called from
     Python; with keywords only, a decorator. JAX takes compiler options only for a program it
-    compiles on its own, so called on traced values (inside ``jax.jit``, ``jax.vmap``,
-    ``lax.scan``), it is the plain ``jax.jit(full_precision(fn))``, and the outer program's
-    options hold (give its ``jax.jit`` ``compiler_options=OPTIONS``)."""
+    compiles on its own and refuses them inside another trace (``jax.jit``, ``lax.scan``), so
+    there it is the plain ``jax.jit(full_precision(fn))``, and the outer program's options hold
+    (give its ``jax.jit`` ``compiler_options=OPTIONS``)."""
     if fn is None:
         return functools.partial(jit, **kwargs)
     exact = full_precision(fn)
@@ -93,8 +93,14 @@ def jit(fn=None, /, **kwargs):
 
     @functools.wraps(fn)
     def call(*args, **kw):
-        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kw)))
-        return (plain if traced else tuned)(*args, **kw)
+        # JAX's refusal comes once per trace, after tracing ``fn``, whose trace ``plain`` reuses;
+        # a call from Python pays nothing for it (looking for tracers among the arguments cost
+        # microseconds, and missed a trace whose arguments were all constants)
+        try:
+            return tuned(*args, **kw)
+        except ValueError:
+            pass
+        return plain(*args, **kw)  # outside the handler: an error of the call's own shows alone
 
     call.lower, call._cache_size = tuned.lower, tuned._cache_size  # as a jitted function's
     return call
