@@ -80,16 +80,20 @@ def full_precision(fn):
     return traced
 
 
-def jit(fn=None, /, **kwargs):
+def jit(fn=None, /, *, nested: bool = True, **kwargs):
     """``jax.jit(full_precision(fn), **kwargs)``, compiled with :data:`OPTIONS` when called from
     Python; with keywords only, a decorator. JAX takes compiler options only for a program it
     compiles on its own and refuses them inside another trace (``jax.jit``, ``lax.scan``), so
     there it is the plain ``jax.jit(full_precision(fn))``, and the outer program's options hold
-    (give its ``jax.jit`` ``compiler_options=OPTIONS``)."""
+    (give its ``jax.jit`` ``compiler_options=OPTIONS``). With ``nested=False``, for a program
+    only ever called from Python (a :class:`~dense_armor.learners.Stepper`'s), the jitted
+    function with the options itself: no Python frame around each call."""
     if fn is None:
-        return functools.partial(jit, **kwargs)
+        return functools.partial(jit, nested=nested, **kwargs)
     exact = full_precision(fn)
     tuned, plain = jax.jit(exact, compiler_options=OPTIONS, **kwargs), jax.jit(exact, **kwargs)
+    if not nested:
+        return tuned
 
     @functools.wraps(fn)
     def call(*args, **kw):

@@ -475,7 +475,7 @@ class Stepper:
         def packed_predict(buffers, sample):
             return learner.predict(layout.unpack(buffers), *(sample[k * n : (k + 1) * n] for k in range(3)))
 
-        self._step, self._predict = compiler.jit(packed_step), compiler.jit(packed_predict)
+        self._step, self._predict = compiler.jit(packed_step, nested=False), compiler.jit(packed_predict, nested=False)
         self._extra = None  # the extra output's structure and shapes, traced at the first step
         self._lock = threading.Lock()  # one step at a time: each reads the state the last wrote
         self.state = state
