@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -60,6 +61,23 @@ def test_jit_patch_idiom_still_works(arms):
     model = RigidBodyModel(write_minimal_urdf())
     model.mass_matrix = jax.jit(model.mass_matrix)
     np.testing.assert_allclose(model.mass_matrix(np.array([0.3, -0.2])), arms[0].mass_matrix([0.3, -0.2]), rtol=1e-6)
+
+
+def test_model_methods_return_float64_numpy_outside_a_trace(arms):
+    """An array result and a tuple of them (forward kinematics) come back as float64 NumPy, the
+    functional results; inside ``jax.jit`` around a method, as traced values."""
+    from dense_armor import dynamics
+
+    model, q = arms[0], np.array([0.3, -0.2])
+    R, p = model.forward_kinematics(q)
+    with jax.enable_x64(True):
+        expected = dynamics.forward_kinematics(model.model, q)
+    for got, want in zip((R, p), expected):
+        assert isinstance(got, np.ndarray) and got.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+    assert isinstance(model.gravity_forces(q), np.ndarray)
+    traced = jax.jit(lambda q: model.forward_kinematics(q))(jnp.asarray(q))
+    np.testing.assert_allclose(traced[1], p, rtol=1e-6)
 
 
 def test_learn_many_equals_learn_one(arms):

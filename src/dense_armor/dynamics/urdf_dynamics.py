@@ -36,10 +36,13 @@ def as_float64(value, name: str, n: int | None = None):
 
 
 def to_numpy(value):
-    """A result as float64 NumPy, so arithmetic outside the 64-bit scope stays float64.
+    """A result (an array or a tuple of them) as float64 NumPy, so arithmetic outside the 64-bit
+    scope stays float64.
 
     A tracer (``jax.jit`` around a method) is returned as is.
     """
+    if isinstance(value, tuple):
+        return tuple(map(to_numpy, value))
     return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
 
 
@@ -70,9 +73,11 @@ class RigidBodyModel:
         return self.model.joint_names
 
     def _call(self, fn, *args, **arrays):
+        # each step written out: a control loop calls this every tick, and Python's own work
+        # between two jitted calls costs several times what it costs alone
+        model = self.model
         with jax.enable_x64(True):
-            values = [as_float64(v, k, self.n) for k, v in arrays.items()]
-            return jax.tree.map(to_numpy, fn(self.model, *values, *args))
+            return to_numpy(fn(model, *[as_float64(v, k, model.n) for k, v in arrays.items()], *args))
 
     def mass_matrix(self, q):
         """``M(q)`` (n, n)."""
