@@ -499,14 +499,16 @@ class Stepper:
     def step(self, q, qd, qdd, tau) -> StepOutput:
         """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy.
         Safe from several threads (steps take turns)."""
+        sample = self._sample(q, qd, qdd, tau)
         with self._lock:
-            self._queue(q, qd, qdd, tau)
+            self._queue(sample)
             return self._output()
 
     def learn(self, q, qd, qdd, tau) -> None:
         """:meth:`step`, returning as soon as the step is queued (its outputs: :attr:`last`)."""
+        sample = self._sample(q, qd, qdd, tau)
         with self._lock:
-            self._queue(q, qd, qdd, tau)
+            self._queue(sample)
 
     @property
     def last(self) -> StepOutput | None:
@@ -517,8 +519,9 @@ class Stepper:
     def predict(self, q, qd, qdd) -> np.ndarray:
         """The learner's prediction (n,) at one state (:meth:`Learner.predict`), after the
         queued steps."""
+        sample = self._sample(q, qd, qdd)
         with self._lock:
-            return _wait(self._predict(self._buffers, self._sample(q, qd, qdd)))
+            return _wait(self._predict(self._buffers, sample))
 
     def _sample(self, *arrays) -> np.ndarray:
         """The arrays, each (n,), as one new array of the state's dtype (a new one every call:
@@ -526,7 +529,8 @@ class Stepper:
         n = self._n
         try:
             sample = np.concatenate(arrays, dtype=self._dtype, casting="same_kind")
-            shaped = sample.shape == (len(arrays) * n,) and all(len(x) == n for x in arrays[:-1])
+            # k arrays, none longer than n, of k n elements in all: each of n
+            shaped = sample.shape == (len(arrays) * n,) and max(map(len, arrays)) == n
         except (ValueError, TypeError):
             shaped = False
         if not shaped:
@@ -536,8 +540,8 @@ class Stepper:
             raise ValueError(f"{', '.join(Sample._fields[: len(arrays)])}: expected real numbers, castable to {self._dtype.name}")
         return sample
 
-    def _queue(self, q, qd, qdd, tau) -> None:
-        self._buffers, self._report = self._step(self._buffers, self._sample(q, qd, qdd, tau))
+    def _queue(self, sample) -> None:
+        self._buffers, self._report = self._step(self._buffers, sample)
         self._last = None
 
     def _output(self) -> StepOutput:

@@ -211,8 +211,9 @@ class ResidualDynamicsLearner:
         """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``
         as soon as the step is queued (JAX's asynchronous dispatch): whatever reads the learner
         next (a prediction, :attr:`last`, the state) waits for it."""
+        steps = self._stepper or self._steps  # the property makes it on first use
         with self._lock, jax.enable_x64(True):
-            self._steps.learn(q, qd, qdd, tau)  # checks and casts the arrays itself
+            steps.learn(q, qd, qdd, tau)  # checks and casts the arrays itself
         return self
 
     @property
