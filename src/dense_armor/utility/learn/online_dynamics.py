@@ -190,11 +190,11 @@ class ResidualDynamicsLearner:
         """The Stepper that learn_one goes through (the state packed, the learner compiled
         in), holding the state: made on first use, so that building a learner for its
         ``learner`` alone (the command line) costs no state."""
-        with self._lock:
-            if self._stepper is None:
-                with jax.enable_x64(True):
+        if self._stepper is None:  # the lock only to make it: every learn_one reads this
+            with self._lock, jax.enable_x64(True):
+                if self._stepper is None:
                     self._stepper = learners.Stepper(self.learner, learners.init(self.learner, jnp.float64))
-            return self._stepper
+        return self._stepper
 
     @property
     def state(self):
@@ -211,9 +211,8 @@ class ResidualDynamicsLearner:
         """Learn one sample of measured torques ``tau`` (n,) at ``(q, qd, qdd)``; returns ``self``
         as soon as the step is queued (JAX's asynchronous dispatch): whatever reads the learner
         next (a prediction, :attr:`last`, the state) waits for it."""
-        steps = self._stepper or self._steps  # the property makes it on first use
         with self._lock, jax.enable_x64(True):
-            steps.learn(q, qd, qdd, tau)  # checks and casts the arrays itself
+            self._steps.learn(q, qd, qdd, tau)  # checks and casts the arrays itself
         return self
 
     @property
