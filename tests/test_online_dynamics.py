@@ -63,7 +63,7 @@ def test_jit_patch_idiom_still_works(arms):
     np.testing.assert_allclose(model.mass_matrix(np.array([0.3, -0.2])), arms[0].mass_matrix([0.3, -0.2]), rtol=1e-6)
 
 
-def test_model_methods_return_float64_numpy_outside_a_trace(arms):
+def test_model_methods_return_float64_numpy_or_traced_values(arms):
     """An array result and a tuple of them (forward kinematics) come back as float64 NumPy, the
     functional results; inside ``jax.jit`` around a method, as traced values."""
     from dense_armor import dynamics

@@ -149,9 +149,9 @@ def test_the_xla_cpu_forms_are_in_cpu_programs_only():
 
 def test_the_librarys_jit_passes_its_options_at_the_top_level_only(monkeypatch):
     """``compiler.jit`` compiles a call from Python with ``compiler.OPTIONS``, which this jaxlib
-    accepts, and a call inside another trace (``jax.jit``, ``jax.vmap``, ``lax.scan`` around it,
-    on traced values or on constants alone) as the plain ``jax.jit``, which JAX requires; the
-    results are the same."""
+    accepts, and a call traced inside another program (``jax.jit``, ``lax.scan`` around it, on
+    traced values or on constants alone) as the plain ``jax.jit``, which JAX requires; under
+    ``jax.vmap`` too; the results are the same."""
     def f(x, k):
         return jnp.cumsum(x * k)
 
