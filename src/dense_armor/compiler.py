@@ -91,9 +91,10 @@ def jit(fn=None, /, *, nested: bool = True, **kwargs):
     if fn is None:
         return functools.partial(jit, nested=nested, **kwargs)
     exact = full_precision(fn)
-    tuned, plain = jax.jit(exact, compiler_options=OPTIONS, **kwargs), jax.jit(exact, **kwargs)
+    tuned = jax.jit(exact, compiler_options=OPTIONS, **kwargs)
     if not nested:
         return tuned
+    plain = jax.jit(exact, **kwargs)
 
     @functools.wraps(fn)
     def call(*args, **kw):
