@@ -122,6 +122,21 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
         learners.Stepper(learner, state)
 
 
+def test_stepper_writes_each_new_state_over_the_last():
+    """Each step is given the state's buffers (donated) and writes the new state over them, so
+    no step allocates a state; the state a stepper was given stays the caller's."""
+    learner = ResidualLearner(NOMINAL, lam=0.99)
+    traj, _ = _trajectory(3, 5)
+    state = learner.init(jnp.float64)
+    kept = jax.tree.map(np.array, state)
+    stepper = learners.Stepper(learner, state)
+    for t in range(5):
+        before = stepper._buffers
+        stepper.step(*_at(traj, t))
+        assert all(b.is_deleted() for b in before)
+    chex.assert_trees_all_equal(jax.tree.map(np.asarray, state), kept)
+
+
 def test_stepper_float32_state_in_two_buffers_and_its_state_is_a_copy():
     """A float32 state packs into two buffers (float32, int32 counters): the sample rides in the
     float32 one; the stepper still equals the jitted step. ``stepper.state`` is a snapshot that a

@@ -438,8 +438,9 @@ class Stepper:
     :meth:`Learner.predict`) for this one learner: the learner (model and hyperparameters) is a
     compile-time constant, which XLA folds. The state stays on the device, packed into one
     buffer per dtype (:class:`~dense_armor.packing.Layout`, bit-exact), from one step to the
-    next; a step takes it and the sample (one array), and returns the new state and its
-    outputs, ``[prediction, error, nominal, alarm, accepted, extra]`` (one array).
+    next; a step takes it and the sample (one array), writes the new state over it (the buffers
+    are donated), and returns its outputs, ``[prediction, error, nominal, alarm, accepted,
+    extra]`` (one array).
 
     :meth:`step` waits for the step and returns its outputs; :meth:`learn` only queues it (JAX's
     asynchronous dispatch) and returns at once, so that steps run on XLA's thread while the
@@ -475,7 +476,9 @@ class Stepper:
         def packed_predict(buffers, sample):
             return learner.predict(layout.unpack(buffers), *(sample[k * n : (k + 1) * n] for k in range(3)))
 
-        self._step, self._predict = compiler.jit(packed_step, nested=False), compiler.jit(packed_predict, nested=False)
+        # the state's buffers are donated to each step, which writes the new state over them
+        self._step = compiler.jit(packed_step, nested=False, donate_argnums=0)
+        self._predict = compiler.jit(packed_predict, nested=False)
         self._extra = None  # the extra output's structure and shapes, traced at the first step
         self._lock = threading.Lock()  # one step at a time: each reads the state the last wrote
         self.state = state
@@ -490,7 +493,7 @@ class Stepper:
     def state(self, state):
         if Layout.of(state) != self._layout:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
-        buffers = tuple(jnp.asarray(b) for b in self._layout.pack(state))
+        buffers = tuple(jnp.array(b) for b in self._layout.pack(state))  # copies: the next step donates them
         if any(b.dtype != self._layout.groups[g] for g, b in enumerate(buffers)):
             raise ValueError(f"state: a {self._dtype.name} state needs jax.enable_x64 (its buffers would be cast)")
         with self._lock:
