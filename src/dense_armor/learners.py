@@ -476,7 +476,8 @@ class Stepper:
         def packed_predict(buffers, sample):
             return learner.predict(layout.unpack(buffers), *(sample[k * n : (k + 1) * n] for k in range(3)))
 
-        # the state's buffers are donated to each step, which writes the new state over them
+        # each step writes the new state over the old (donated buffers): no allocation, and a wide
+        # step (the payload learner's) stays on XLA:CPU's calling thread (docs/design.md)
         self._step = compiler.jit(packed_step, nested=False, donate_argnums=0)
         self._predict = compiler.jit(packed_predict, nested=False)
         self._extra = None  # the extra output's structure and shapes, traced at the first step
