@@ -3,11 +3,11 @@
 A 7-joint arm (Panda from MuJoCo, :mod:`mujoco_robot`) logged at 1 kHz for ``--minutes``
 minutes is written as an MCAP bag of ``sensor_msgs/msg/JointState`` (positions, velocities,
 efforts; no accelerations), then replayed in a fresh process with ``dense-armor replay ROBOT.urdf
-BAG --learner robot --lock ... --out o.csv`` for each learner, three times: without the compile
-cache, then twice with one (filling it, then using it). Reported: samples per second of the
-replay after compiling and of the whole command, the start-up (import, parsing, compiling) with
-and without the cache, and the process's peak memory, against the size the log would take in
-memory.
+BAG --learner L --lock ... --out o.csv`` for each learner (the whole-robot learner also without
+its payload detector, ``--no-payload``), three times: without the compile cache, then twice with
+one (filling it, then using it). Reported: samples per second of the replay after compiling and
+of the whole command, the start-up (import, parsing, compiling) with and without the cache, and
+the process's peak memory, against the size the log would take in memory.
 
     python benchmarks/long_log.py --minutes 5
 """
@@ -59,10 +59,12 @@ def make_bag(folder: Path, minutes: float) -> tuple[Path, Path, int]:
 
 
 def replay(urdf, bag, learner, folder, cache: str = "") -> dict:
-    """One fresh ``dense-armor replay`` process; ``cache``: its compile-cache folder ("": none)."""
+    """One fresh ``dense-armor replay`` process; ``learner``: the ``--learner`` choice, then any
+    options of its own (``"robot --no-payload"``); ``cache``: its compile-cache folder ("": none)."""
+    kind, *options = learner.split()
     locks = [x for name, value in mr.ROBOTS["panda"].locked.items() for x in ("--lock", f"{name}={value:g}")]
-    argv = ["replay", str(urdf), str(bag), "--learner", learner, *locks, "--out", str(folder / f"{learner}.csv"),
-            "--no-progress"]
+    argv = ["replay", str(urdf), str(bag), "--learner", kind, *options, *locks,
+            "--out", str(folder / f"{'_'.join(learner.split())}.csv"), "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_COMPILATION_CACHE_DIR": cache}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, check=True, env=env)
@@ -79,7 +81,8 @@ def replay(urdf, bag, learner, folder, cache: str = "") -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0)
-    parser.add_argument("--learners", nargs="*", default=["robot", "payload", "five-feature"])
+    parser.add_argument("--learners", nargs="*", default=["robot", "robot --no-payload", "payload", "five-feature"],
+                        help="each a --learner choice, then options of its own")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -89,7 +92,7 @@ if __name__ == "__main__":
         rows = []
         for learner in args.learners:
             cold = replay(urdf, bag, learner, folder)
-            cache = str(folder / f"cache_{learner}")
+            cache = str(folder / f"cache_{'_'.join(learner.split())}")
             replay(urdf, bag, learner, folder, cache)  # fills the cache
             warm = replay(urdf, bag, learner, folder, cache)
             print(json.dumps({"cold": cold, "warm": warm}), flush=True)
