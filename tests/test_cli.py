@@ -218,6 +218,20 @@ def test_replay_drops_a_repeated_stamp_when_asked(capsys, arm, tmp_path):
     assert (report["repeated_rows"], report["samples"]) == (1, T - 1)
 
 
+def test_replay_stamps_in_nanoseconds_with_their_unit(capsys, arm, tmp_path):
+    """Epoch nanoseconds, as ROS tools write them: an error naming --time-unit (read as seconds
+    they were a log at a millionth of a hertz), and with it the replay of the same log in s."""
+    cols = _columns(arm)
+    seconds = _write_csv(tmp_path / "s.csv", cols | {"t": cols["t"] + 1.7e9})
+    nanoseconds = _write_csv(tmp_path / "ns.csv", cols | {"t": (cols["t"] + 1.7e9) * 1e9})
+    code, out, err = _run(capsys, "replay", arm["urdf"], nanoseconds, "--chunk", 100)
+    assert code == 2 and out == "" and "--time-unit" in err
+    code, out, _ = _run(capsys, "replay", arm["urdf"], seconds, "--chunk", 100)
+    code_ns, out_ns, _ = _run(capsys, "replay", arm["urdf"], nanoseconds, "--chunk", 100, "--time-unit", "ns")
+    assert code == code_ns == 0 and "at 100 Hz" in out_ns
+    np.testing.assert_allclose(_rmse_rows(out_ns), _rmse_rows(out), rtol=1e-3)
+
+
 def test_replay_npz_with_arrays_and_progress_bar(capsys, arm):
     log = arm["folder"] / "log.npz"
     np.savez(log, t=arm["t"], q=arm["q"], qd=arm["qd"], qdd=arm["qdd"], tau=arm["tau"])
@@ -261,6 +275,7 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
     (folder / "text.csv").write_text("q0,q1,tau0,tau1\n0,1,2,abc\n")
     t = np.array([0.0, 0.01, 0.02, 0.02, 0.04, 0.05])
     _write_csv(folder / "repeated.csv", {"t": t, "q0": t, "q1": t, "tau0": t, "tau1": t})
+    _write_csv(folder / "milliseconds.csv", {"t": 10 * np.arange(6), "q0": t, "q1": t, "tau0": t, "tau1": t})  # 100 Hz in ms
     one = np.ones(5)
     _write_csv(folder / "no_t_full.csv", {f"{k}{j}": one for k in ("q", "qd", "qdd", "tau") for j in range(2)})
     np.savez(folder / "wrong_shape.npz", q=np.zeros((5, 3)), tau=np.zeros((5, 3)))
@@ -295,7 +310,9 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "text.csv", "--report", "r.txt"], "expected a file ending in .json"),
         (["replay", "{urdf}", "text.csv", "--out", "same.csv", "--report", "same.csv"], "--report same.csv: expected"),
         (["replay", "{urdf}", "text.csv", "--lock", "joint3"], "is not JOINT=POSITION"),
-        (["replay", "{urdf}", "no_tau.csv", "--lock", "joint3=0"], "'joint3' is not a movable joint"),
+        (["replay", "{urdf}", "no_tau.csv", "--lock", "joint3=0"], "error: --lock: 'joint3' is not a movable joint"),
+        (["replay", "{urdf}", "milliseconds.csv"], "(0.1 Hz), too slow for a robot's log: are they in seconds?"),
+        (["replay", "{urdf}", "text.csv", "--time-unit", "h"], "argument --time-unit"),
         (["replay", "{urdf}", "text.csv", "--topic", "/joint_states"], "--topic is for ROS bags"),
         (["replay", "{urdf}", "no_t_full.csv", "--learner", "robot"], "needs the sampling rate"),
         (["replay", "{urdf}", "no_tau.csv", "--state-in", "{missing}"], "no such file"),
@@ -474,6 +491,9 @@ def test_replay_a_ros2_bag_with_locked_joints_and_currents(capsys, wall, tmp_pat
     code, out2, _ = _run(capsys, "replay", gripped, tmp_path / "bag", "--learner", "robot", "--lock", "gripper=0",
                          "--torque-scale", tmp_path / "gains.json")
     assert code == 0 and _rmse_rows(out2) == (nominal, learner)
+    code, out3, err = _run(capsys, "replay", gripped, tmp_path / "bag", "--learner", "robot", "--lock", "gripper=20",
+                           "--torque-scale", "2,-4")  # 20 mm typed as m
+    assert code == 0 and "warning: --lock gripper=20 is outside the joint's limits [0, 0.1]" in err
     write_joint_state_bag(tmp_path / "arm_only", wall["t"], names[:2], q[:, :2], qd[:, :2], current[:, :2], "sqlite3")
     code, _, err = _run(capsys, "replay", gripped, tmp_path / "arm_only", "--learner", "robot")
     assert code == 2 and "--lock gripper=VALUE" in err

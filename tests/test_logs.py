@@ -137,6 +137,22 @@ def test_non_finite_rows_are_skipped_and_counted(tmp_path):
     assert log.info.skipped == 1 and len(log) == len(t) - 1 and np.all(np.isfinite(log.qdd))
 
 
+def test_stamps_in_another_unit_are_read_with_theirs_and_otherwise_an_error(tmp_path):
+    """Epoch nanoseconds (as ROS tools write them) or milliseconds read as seconds would be a
+    log at a hundredth of a hertz: an error that names the option, not a replay of nonsense."""
+    t, q, qd, qdd, tau = _motion()
+    seconds = load_log(_csv(tmp_path / "s.csv", _columns(t + 1.7e9, q, tau, qd)), JOINTS)
+    for unit, factor in (("ns", 1e9), ("ms", 1e3)):
+        path = _csv(tmp_path / f"{unit}.csv", _columns((t + 1.7e9) * factor, q, tau, qd))
+        with pytest.raises(LogError, match=r"Hz\), too slow for a robot.s log: are they in seconds.*--time-unit"):
+            load_log(path, JOINTS)
+        log = load_log(path, JOINTS, time_unit=unit)
+        np.testing.assert_allclose(log.t, seconds.t, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(log.qdd, seconds.qdd, rtol=0, atol=1e-4)  # float64 epoch ns: 256 ns steps
+    with pytest.raises(LogError, match="time unit 'h'"):
+        load_log(tmp_path / "s.csv", JOINTS, time_unit="h")
+
+
 def test_without_stamps_the_period_is_needed_for_derivatives(tmp_path):
     t, q, qd, qdd, tau = _motion(jitter=0.0)
     path = _csv(tmp_path / "no_t.csv", _columns(None, q, tau))
@@ -255,11 +271,22 @@ def test_a_ros2_bag_reads_like_its_csv(tmp_path, storage):
     np.testing.assert_allclose(log.q, q, rtol=1e-12)
     np.testing.assert_allclose(log.qd, qd, rtol=1e-12)
     np.testing.assert_allclose(log.tau, tau, rtol=1e-12)
-    assert log.info.skipped == len(t)  # the gripper's messages
+    assert log.info.other == len(t) and log.info.skipped == 0  # the gripper's messages, not NaN rows
     with pytest.raises(LogError, match=r"no topic '/other'.*/joint_states"):
         load_log(bag, JOINTS, topic="/other")
     with pytest.raises(LogError, match="message 0 on /joint_states has no joint3; .* --lock joint3=VALUE"):
         load_log(bag, ("joint1", "joint3"))
+
+
+def test_a_bag_message_naming_a_joint_twice_is_an_error(tmp_path):
+    t, q, qd, qdd, tau = _motion(seconds=0.5)
+    twice = lambda x: np.concatenate([x, 9.0 + x[:, 1:]], 1)  # noqa: E731 (a second joint2, other values)
+    write_joint_state_bag(tmp_path / "bag", t, [*JOINTS, "joint2"], twice(q), twice(qd), twice(tau))
+    with pytest.raises(LogError, match="message 0 on /joint_states names joint2 more than once"):
+        load_log(tmp_path / "bag", JOINTS)
+    write_joint_state_bag(tmp_path / "good", t, JOINTS, q, qd, tau)
+    with pytest.raises(LogError, match="a ROS bag's stamps are seconds"):
+        load_log(tmp_path / "good", JOINTS, time_unit="ns")
 
 
 def test_a_ros1_bag_reads_like_its_csv(tmp_path):

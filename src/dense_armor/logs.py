@@ -12,7 +12,8 @@ Formats:
   mark and quoted names are allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
   (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the model's joint order). Columns are
   ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>`` by joint name, or ``q0 ..
-  q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s).
+  q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s, or
+  the unit given: ``time_unit``, :data:`TIME_UNITS`).
 * **ROS bags** (``.mcap`` and ``.db3`` ROS 2 bags, their folders, and ROS 1 ``.bag``), read
   with the ``rosbags`` library: ``sensor_msgs/msg/JointState`` messages on one topic
   (``/joint_states`` by default), joints matched by name, ``position``, ``velocity`` (when
@@ -27,7 +28,7 @@ packets); the period is the mean of the other steps of the first chunk. Gaps up 
 seconds (default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a
 longer gap splits the log into segments: the derivatives restart, the learner keeps its state.
 Every gap is reported by sample index and time. Without a ``t`` column the sampling period must
-be given.
+be given. A period over :data:`MAX_PERIOD` is an error: stamps in another unit than seconds.
 
 Rows with a NaN or inf in a joint's value are skipped and counted (the clock goes on).
 """
@@ -49,6 +50,11 @@ from dense_armor import derivatives
 QUANTITIES = ("q", "qd", "qdd", "tau")
 GAP = 2.0  # a step over GAP median periods is a gap
 BRIDGE = 10.0  # by default, gaps up to BRIDGE median periods are bridged
+#: The units a CSV or NPZ log's ``t`` may be in, and their seconds.
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+#: s: a log sampled more slowly than this has stamps in another unit (ms, ns: a robot logs at
+#: tens of Hz or more), or too few samples to estimate accelerations from.
+MAX_PERIOD = 0.5
 BAG_SUFFIXES = (".mcap", ".db3", ".bag")
 DEFAULT_TOPIC = "/joint_states"
 _NAMED = re.compile(r"^(qdd|qd|q|tau)_(.+)$")
@@ -91,7 +97,8 @@ class LogInfo:
         derivative: ``"zero-phase"``, ``"causal"`` or ``None`` (nothing estimated).
         cutoff: the differentiator's cut-off, Hz.
         resample: the resampling rate, Hz, or ``None``.
-        samples: rows read; skipped: rows with a NaN or inf, not used.
+        samples: rows read; skipped: rows with a NaN or inf, not used; other: a bag's
+            messages with none of the robot's joints (another publisher's, a gripper's).
         repeated: rows dropped for repeating the stamp before them; first_repeated: the
             first one's ``(row, t)``, or ``None``.
         gaps: every gap (:class:`Gap`); segments: pieces the log was split into.
@@ -108,6 +115,7 @@ class LogInfo:
     resample: float | None = None
     samples: int = 0
     skipped: int = 0
+    other: int = 0
     repeated: int = 0
     first_repeated: tuple | None = None
     gaps: list = field(default_factory=list)
@@ -330,6 +338,9 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
             order = order_cache.get(names)
             if order is None:
                 where = {name: i for i, name in enumerate(names)}
+                if len(where) < len(names):
+                    twice = sorted({name for name in names if names.count(name) > 1})
+                    raise LogError(f"{path}: message {k} on {topic} names {', '.join(twice)} more than once")
                 missing = [j for j in joint_names if j not in where]
                 if len(missing) == n:
                     order = ()
@@ -340,7 +351,7 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
                     order = np.array([where[j] for j in joint_names])
                 order_cache[names] = order
             if len(order) == 0:  # another publisher's joints (a gripper)
-                info.skipped += 1
+                info.other += 1
                 continue
             if len(position) != len(names) or len(effort) != len(names):
                 raise LogError(f"{path}: message {k} on {topic} has {len(names)} names but {len(position)} positions "
@@ -473,6 +484,9 @@ class LogStream:
             # a percent or so, the mean is not
             median = float(np.median(steps))
             period = float(np.mean(steps[steps <= GAP * median]))
+            if period > MAX_PERIOD:
+                raise LogError(f"{info.source}: the stamps step by {period:.6g} s ({1 / period:.3g} Hz), too slow for a "
+                               f"robot's log: are they in seconds? Stamps in ms, us or ns: --time-unit (time_unit=)")
         else:
             raise LogError(f"{info.source}: one sample: no sampling period to estimate derivatives with")
         info.period = period
@@ -501,7 +515,7 @@ class LogStream:
 
 def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | None = None, dt: float | None = None,
              causal: bool = False, cutoff: float | None = None, resample: float | None = None, torque_scale=None,
-             max_gap: float | None = None, drop_repeated: bool = False, chunk: int = 20000) -> LogStream:
+             max_gap: float | None = None, drop_repeated: bool = False, time_unit: str = "s", chunk: int = 20000) -> LogStream:
     """Open a log for a robot with joints ``joint_names``: a stream of matched chunks.
 
     Args:
@@ -519,6 +533,8 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
             log of motor currents, the torque constants (sign included).
         max_gap: the longest gap bridged, s (default :data:`BRIDGE` median periods).
         drop_repeated: drop a sample whose stamp repeats the one before (else an error).
+        time_unit: the unit of a CSV or NPZ log's ``t`` column (:data:`TIME_UNITS`: ``"s"``,
+            ``"ms"``, ``"us"``, ``"ns"``); a bag's stamps are seconds.
         chunk: rows per chunk.
 
     Raises:
@@ -533,9 +549,13 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
     for name, value in (("dt", dt), ("cutoff", cutoff), ("resample", resample)):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise LogError(f"{name} must be a positive number, got {value}")
+    if time_unit not in TIME_UNITS:
+        raise LogError(f"time unit {time_unit!r}: choose one of {', '.join(TIME_UNITS)}")
     scale = _torque_scale(torque_scale, n, path)
     info = LogInfo(source=str(path), joints=joint_names, logged=set())
     bag = path.is_dir() or path.suffix.lower() in BAG_SUFFIXES
+    if bag and time_unit != "s":
+        raise LogError(f"{path}: a ROS bag's stamps are seconds; --time-unit is for CSV and NPZ logs")
     if bag:
         chunks = _bag_chunks(path, joint_names, topic or DEFAULT_TOPIC, locked, chunk, info)
         first = next(chunks, None)
@@ -555,7 +575,7 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         found = _match(path, columns, joint_names, set(locked))
         arrays = {k: v for k, v in found.items() if v is not None}
         if "t" in columns:
-            arrays["t"] = np.asarray(columns["t"], np.float64)
+            arrays["t"] = np.asarray(columns["t"], np.float64) * TIME_UNITS[time_unit]
         elif dt is None and ("qd" not in arrays or "qdd" not in arrays or resample):
             raise LogError(f"{path}: the log has no 't' column; give the sampling period (--dt) to estimate "
                            f"{' and '.join(k for k in ('qd', 'qdd') if k not in arrays) or 'the grid'}")

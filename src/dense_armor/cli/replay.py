@@ -17,7 +17,7 @@ import numpy as np
 from dense_armor import learners, robot_learner
 from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
 from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, setting
-from dense_armor.logs import LogError, open_log
+from dense_armor.logs import TIME_UNITS, LogError, open_log
 from dense_armor.model import lock_joints, locked_positions
 from dense_armor.replay import replay_log
 from dense_armor.urdf import parse_urdf, with_inertials
@@ -48,6 +48,8 @@ def add_log_options(p) -> None:
                    help="lock a joint the log does not cover at a position (rad or m), e.g. a gripper; repeatable")
     g.add_argument("--topic", help="ROS bag: the sensor_msgs/msg/JointState topic (default /joint_states)")
     g.add_argument("--dt", type=positive, help="sampling period, s, for a log without a t column")
+    g.add_argument("--time-unit", choices=tuple(TIME_UNITS), default="s",
+                   help="unit of a CSV or NPZ log's t column (default s; ROS tools often write ns)")
     g.add_argument("--causal", action="store_true",
                    help="estimate derivatives causally, as a controller could live (default: zero-phase, offline)")
     g.add_argument("--cutoff", type=positive, help="differentiator low-pass cut-off, Hz (default min(20, rate / 5))")
@@ -103,9 +105,14 @@ def load_robot(args):
     if len(locks) != len(args.lock):
         raise UserError("--lock: a joint is locked twice")
     try:
-        return (lock_joints(model, locks) if locks else model), locks, locked_positions(model, locks)
+        locked = lock_joints(model, locks) if locks else model
     except ValueError as err:
-        raise UserError(f"--lock: {err}") from None
+        raise UserError(f"--lock: {str(err).removeprefix('lock: ')}") from None
+    for name, value in locks.items():
+        lower, upper = (float(np.asarray(limit)[model.joint_names.index(name)]) for limit in (model.lower, model.upper))
+        if not lower <= value <= upper:  # a position in mm, or in degrees
+            print(f"warning: --lock {name}={value:g} is outside the joint's limits [{lower:g}, {upper:g}]", file=sys.stderr)
+    return locked, locks, locked_positions(model, locks)
 
 
 def open_stream(args, model, fixed):
@@ -113,7 +120,8 @@ def open_stream(args, model, fixed):
     ignored = set(fixed) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
-                      max_gap=args.max_gap, drop_repeated=args.drop_repeated, chunk=max(int(args.chunk), 1000))
+                      max_gap=args.max_gap, drop_repeated=args.drop_repeated, time_unit=args.time_unit,
+                      chunk=max(int(args.chunk), 1000))
     chunks = iter(stream)
     first = next(chunks, None)
     if first is None:
@@ -259,6 +267,8 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
             ", ".join(f"sample {g.index}, t = {g.t:.6g} s" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
     if info.skipped:
         clock += f"; {info.skipped} rows with NaN or inf skipped"
+    if info.other:
+        clock += f"; {info.other} messages without the robot's joints (another publisher's) skipped"
     if info.repeated:
         row, t = info.first_repeated
         clock += f"; {info.repeated} rows repeating a stamp dropped (the first at sample {row}, t = {t:.6g} s)"
@@ -288,7 +298,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         "derivative": {"estimated": list(info.estimated), "method": info.derivative, "cutoff_hz": info.cutoff,
                        "resample_hz": info.resample},
         "gaps": [{"sample": g.index, "t_s": g.t, "step_s": g.step, "bridged": g.bridged} for g in info.gaps],
-        "segments": info.segments, "skipped_rows": info.skipped, "repeated_rows": info.repeated, "rejected": result.rejected,
+        "segments": info.segments, "skipped_rows": info.skipped, "other_messages": info.other, "repeated_rows": info.repeated, "rejected": result.rejected,
         "nonfinite_predictions": result.nonfinite,
         "rmse_nominal": scores.rmse()[0], "rmse_learner": scores.rmse()[1],
         "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0))),
