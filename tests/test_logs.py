@@ -191,7 +191,10 @@ def test_torque_scale_turns_currents_into_torques(tmp_path):
     ('"q0","q1", "tau0","tau1"\n0,1,2,3\n0,1,2,3\n', None),  # and so are quoted names
     ("q_joint1,q0,tau0,tau1\n0,1,2,3\n", "logged twice"),
     ("q0,q1,tau0,tau1\n", "header but no samples"),
+    ("q0,q1,tau0,tau1,\n0,1,2,3,\n0,1,2,3,\n", None),  # a comma ending every line, as some exporters write
     ("q0,q1,tau0,tau1\n0,1,2,abc\n", "not a numeric CSV table"),
+    ("# exported\nq0,q1,tau0,tau1\n0,1,2,3\n\n0,1,,3\n", r"'' is not a number \(line 5, column 'tau0'\)"),
+    ("q0,q1,tau0,tau1\n0,1,2,3\n# a note\n0,1,2\n", "line 4 has 3 fields, the lines before 4"),
 ])
 def test_csv_quirks(tmp_path, content, message):
     path = tmp_path / "log.csv"

@@ -9,7 +9,7 @@ joints, checks its clock, and estimates the missing derivatives on the stamps
 Formats:
 
 * **CSV** with one header line (comma separated; ``#`` lines are comments; a UTF-8 byte-order
-  mark and quoted names are allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
+  mark, quoted names and a comma ending every line are allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
   (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the model's joint order). Columns are
   ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>`` by joint name, or ``q0 ..
   q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s, or
@@ -157,19 +157,36 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
         raise LogError(f"{path}: empty log (no header line)")
     # names as spreadsheets write them too: quoted ("q_joint1")
     header = [h.strip().removeprefix('"').removesuffix('"').strip() for h in lines[start].split(",")]
+    trailing = len(header) > 1 and header[-1] == ""  # every line ends with a comma, as some exporters write
+    if trailing:
+        header = header[:-1]
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise LogError(f"{path}: duplicate columns {', '.join(dup)}")
-    body = [line for line in lines[start + 1 :] if line.strip() and not line.lstrip().startswith("#")]
+    numbers = [k for k in range(start + 1, len(lines)) if lines[k].strip() and not lines[k].lstrip().startswith("#")]
+    body = [lines[k].rstrip().removesuffix(",") if trailing else lines[k] for k in numbers]
     if not body:
         raise LogError(f"{path}: the log has a header but no samples")
     try:
         data = np.loadtxt(io.StringIO("\n".join(body)), delimiter=",", ndmin=2, dtype=np.float64)
     except ValueError as err:
-        raise LogError(f"{path}: not a numeric CSV table: {str(err).splitlines()[0]}") from None
+        raise LogError(f"{path}: not a numeric CSV table: {_csv_error(str(err).splitlines()[0], numbers, header)}") from None
     if data.shape[1] != len(header):
         raise LogError(f"{path}: the header has {len(header)} columns, the rows have {data.shape[1]}")
     return {name: data[:, k] for k, name in enumerate(header)}
+
+
+def _csv_error(message: str, numbers: list, header: list) -> str:
+    """NumPy's reading error with the file's line (1-based) and the column's name in place of
+    its row among the samples (0-based for a value, 1-based for a row's length)."""
+    value = re.match(r"could not convert string (.*) to float64 at row (\d+), column (\d+)", message)
+    if value and int(value.group(2)) < len(numbers) and int(value.group(3)) <= len(header):
+        name = header[int(value.group(3)) - 1]
+        return f"{value.group(1)} is not a number (line {numbers[int(value.group(2))] + 1}, column {name!r})"
+    fields = re.match(r"the number of columns changed from (\d+) to (\d+) at row (\d+)", message)
+    if fields and 0 < int(fields.group(3)) <= len(numbers):
+        return f"line {numbers[int(fields.group(3)) - 1] + 1} has {fields.group(2)} fields, the lines before {fields.group(1)}"
+    return message
 
 
 def _read_npz(path: Path, n: int) -> dict[str, np.ndarray]:
