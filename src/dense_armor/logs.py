@@ -9,11 +9,11 @@ joints, checks its clock, and estimates the missing derivatives on the stamps
 Formats:
 
 * **CSV** with one header line (comma separated; ``#`` lines are comments; a UTF-8 byte-order
-  mark, quoted names and a comma ending every line are allowed; other columns are ignored) and **NPZ** (the same names as 1-D arrays, or
-  (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the model's joint order). Columns are
-  ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>`` by joint name, or ``q0 ..
-  q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s, or
-  the unit given: ``time_unit``, :data:`TIME_UNITS`).
+  mark, quoted names and a comma ending every line are allowed; other columns are ignored) and
+  **NPZ** (the same names as 1-D arrays, or (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the
+  model's joint order). Columns are ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``,
+  ``tau_<joint>`` by joint name, or ``q0 .. q{n-1}`` etc. by index in the model's joint order,
+  and an optional time column ``t`` (s, or the unit given: ``time_unit``, :data:`TIME_UNITS`).
 * **ROS bags** (``.mcap`` and ``.db3`` ROS 2 bags, their folders, and ROS 1 ``.bag``), read
   with the ``rosbags`` library: ``sensor_msgs/msg/JointState`` messages on one topic
   (``/joint_states`` by default), joints matched by name, ``position``, ``velocity`` (when
