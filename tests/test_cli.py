@@ -469,6 +469,44 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     assert rms(learned - wall["tau"]) < 0.1 * rms(urdf - wall["tau"])  # and it is close to the real arm
 
 
+def test_identify_reports_the_written_urdfs_own_fit_and_warns_when_consistency_costs_it(capsys, wall, tmp_path):
+    """A planar arm leaves most of each body's parameters unexcited (at the prior); the nearest
+    physically consistent bodies then move what the log identified. identify measures what it
+    writes (the written URDF's rnea and the sidecar's terms over the log) and says so."""
+    import json
+
+    from dense_armor.robot_learner import JOINT_TERMS
+
+    model = wall["model"]
+    real = attach_payload(model, "link2", 1.0, com=(0.5, 0.0, 0.0))
+    rng = np.random.default_rng(1)
+    t = np.arange(6000) / 100.0
+    q, qd, qdd = (np.zeros((len(t), 2)) for _ in range(3))
+    for j in range(2):
+        for _ in range(4):
+            w, a, p = 2 * np.pi * rng.uniform(0.05, 0.5), rng.uniform(0.1, 0.35), rng.uniform(0, 6.28)
+            q[:, j] += a * np.sin(w * t + p)
+            qd[:, j] += a * w * np.cos(w * t + p)
+            qdd[:, j] -= a * w * w * np.sin(w * t + p)
+    tau = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(real, q, qd, qdd))
+    tau = tau + 0.05 * qdd + 0.3 * qd + 0.5 * np.tanh(qd / 0.02) + 0.1 + rng.normal(0, 0.02, tau.shape)
+    cols = {"t": t} | {f"{k}_{name}": x[:, j] for j, name in enumerate(model.joint_names)
+                       for k, x in (("q", q), ("qd", qd), ("qdd", qdd), ("tau", tau))}
+    log = _write_csv(tmp_path / "planar.csv", cols)
+    out = tmp_path / "planar.urdf"
+    code, printed, err = _run(capsys, "identify", wall["urdf"], log, "-o", out)
+    assert code == 0, err
+    side = json.loads(out.with_suffix(".json").read_text())["source"]
+    written, width = parse_urdf(out), json.loads(out.with_suffix(".json").read_text())["coulomb_width"]
+    terms = {k: np.array([json.loads(out.with_suffix(".json").read_text())["joints"][j][k] for j in written.joint_names])
+             for k in JOINT_TERMS}
+    mine = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)) + terms["armature"] * qdd \
+        + terms["viscous"] * qd + terms["coulomb"] * np.tanh(qd / width) + terms["offset"]
+    np.testing.assert_allclose(side["rmse_written"], np.sqrt(np.mean((tau - mine) ** 2)), rtol=1e-6)
+    assert f"the written URDF with its sidecar {side['rmse_written']:.4g}" in printed
+    assert side["rmse_written"] > side["rmse_learner"] and "warning: the written URDF fits the log worse" in err
+
+
 def test_replay_a_ros2_bag_with_locked_joints_and_currents(capsys, wall, tmp_path):
     from test_logs import write_joint_state_bag
 

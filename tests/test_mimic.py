@@ -179,7 +179,7 @@ def test_the_mimic_tag_is_warned_about_or_coupled():
 @pytest.mark.parametrize("change, message", [
     (('<mimic joint="panda_finger_joint1"/>', '<mimic joint="panda_hand_joint"/>'), "not a movable joint"),
     (('<mimic joint="panda_finger_joint1"/>', '<mimic joint="nowhere"/>'), "not a movable joint"),
-    (('<mimic joint="panda_finger_joint1"/>', '<mimic joint="panda_finger_joint1" multiplier="x"/>'), "not 1 numbers"),
+    (('<mimic joint="panda_finger_joint1"/>', '<mimic joint="panda_finger_joint1" multiplier="x"/>'), "is not a number"),
     (('<mimic joint="panda_finger_joint1"/>', '<mimic joint="panda_finger_joint1" offset="nan"/>'), "not finite"),
 ])
 def test_a_bad_mimic_is_refused_when_coupling(change, message):

@@ -290,6 +290,17 @@ def test_mutated_urdf_gives_model_or_value_error(edits):
 # --- SPEC section 3: leniency ---------------------------------------------------------------
 
 
+def test_limits_the_wrong_way_round_warn_naming_the_joint():
+    with pytest.warns(URDFWarning, match=r"joint 'j2' has lower limit 1 above its upper limit -1"):
+        model = parse_urdf(two_link(limit='<limit lower="1" upper="-1" effort="10" velocity="2"/>'))
+    assert (float(model.lower[1]), float(model.upper[1])) == (1.0, -1.0)  # kept as written
+
+
+def test_an_unexpanded_xacro_macro_is_named(tmp_path):
+    xml = robot('<link name="base"/>', link("l1"), link("l2", mass="${m}"), joint("j1", "base", "l1"), joint("j2", "l1", "l2"))
+    assert_refused(xml, tmp_path, "l2", "<mass value='${m}'> is not a number (a xacro macro: expand the file with xacro first)")
+
+
 def test_limit_without_effort_is_accepted():
     model = parse_urdf(two_link(limit='<limit lower="-3.14" upper="3.14" velocity="10.0"/>'))
     assert model.joint_names == ("j1", "j2")

@@ -24,7 +24,7 @@ import numpy as np
 from dense_armor import learners
 from dense_armor.learners import Sample
 
-__all__ = ["Replay", "Scores", "replay_log", "replay_trajectory"]
+__all__ = ["Replay", "Scores", "blocks", "replay_log", "replay_trajectory"]
 
 
 def _replay_block(learner, state, arrays, block: int):
@@ -173,7 +173,7 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
             progress(count)
 
     running = None  # the block being computed
-    for rows in _blocks(chunks, block):
+    for rows in blocks(chunks, block):
         started = dispatch(rows)
         if running is not None:
             collect(*running)
@@ -183,7 +183,7 @@ def replay_log(learner, state, chunks, *, block: int = 2000, progress=None, sink
     return result
 
 
-def _blocks(chunks, block: int):
+def blocks(chunks, block: int):
     """The chunks' rows regrouped in blocks of ``block`` (the last one shorter)."""
     buffer: list[dict] = []
     buffered = 0

@@ -624,9 +624,10 @@ def _pm(value, std, unexcited=False) -> str:
 def summary(learner: RobotLearner, est: RobotEstimate) -> str:
     """The estimate as text: a line per body (mass, centre of mass, principal moments about
     it) and per joint (armature, friction, offset, noise), ``*`` marking what the data have not
-    excited (it sits at its prior)."""
+    identified (its uncertainty is about the prior's; its value may still have moved with what
+    it is correlated with, and the consistency projection may move it)."""
     model = learner.model
-    lines = ["bodies (nearest physically consistent; * not excited: at the prior):"]
+    lines = ["bodies (nearest physically consistent; * not identified: its uncertainty about the prior's):"]
     for k, name in enumerate(model.body_names):
         com = ", ".join(_pm(est.com[k][i], est.com_std[k][i], est.com_unexcited[k][i]) for i in range(3))
         moments = np.linalg.eigvalsh(np.asarray(est.inertia[k], np.float64))

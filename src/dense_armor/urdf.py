@@ -146,12 +146,14 @@ class _Context:
         if el is None or el.get(key) is None:
             return np.array(default, float)
         raw = el.get(key).split()
+        expected = "a number" if count == 1 else f"{count} numbers"
+        macro = " (a xacro macro: expand the file with xacro first)" if "$" in el.get(key) else ""
         try:
             values = np.array([float(v) for v in raw])
         except ValueError:
-            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not {count} numbers")
+            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not {expected}{macro}")
         if values.shape != (count,):
-            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not {count} numbers")
+            self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not {expected}")
         if not np.all(np.isfinite(values)):
             self.fail(what, f"<{el.tag} {key}={el.get(key)!r}> is not finite")
         return values
@@ -241,6 +243,9 @@ class _Context:
             for key in ("effort", "velocity"):
                 if limit.get(key) is not None:
                     bounds[key] = float(self.floats(limit, key, 1, (0.0,), what)[0])
+        if bounds["lower"] > bounds["upper"]:
+            warnings.warn(f"{self.where}: {what} has lower limit {bounds['lower']:g} above its upper limit "
+                          f"{bounds['upper']:g}", URDFWarning, stacklevel=4)
         dynamics = el.find("dynamics")
         damping, friction = (float(self.floats(dynamics, key, 1, (0.0,), what)[0]) for key in ("damping", "friction"))
         return _Joint(

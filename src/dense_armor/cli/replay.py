@@ -17,9 +17,10 @@ import numpy as np
 from dense_armor import learners, robot_learner
 from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
 from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, setting
+from dense_armor.dynamics import rnea
 from dense_armor.logs import TIME_UNITS, LogError, open_log
 from dense_armor.model import lock_joints, locked_positions
-from dense_armor.replay import replay_log
+from dense_armor.replay import blocks, replay_log
 from dense_armor.urdf import parse_urdf, with_inertials
 
 HARM = 0.1  # a second in which the learner is over 10 % worse than the URDF is harmful
@@ -429,6 +430,29 @@ def _plot(plt, path, result, names):
 # ----------------------------------------------------------------------------- identify
 
 
+def _written_rmse(args, model, written, est, width: float, block: int = 2000) -> float:
+    """RMSE, N m over every joint, of what identify writes over the log (read again): the
+    written URDF's ``rnea`` plus the sidecar's joint terms."""
+    _, chunks = open_stream(args, model, args.fixed)
+    terms = [jnp.asarray(getattr(est, term)) for term in robot_learner.JOINT_TERMS]
+
+    @jax.jit
+    def squared(q, qd, qdd, tau):
+        armature, viscous, coulomb, offset = terms
+        torque = jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)
+        error = tau - (torque + armature * qdd + viscous * qd + coulomb * jnp.tanh(qd / width) + offset)
+        return jnp.sum(jnp.where(jnp.isfinite(error), error**2, 0.0)), jnp.sum(jnp.isfinite(error))
+
+    total, count = 0.0, 0
+    with jax.enable_x64(True):
+        for rows in blocks(chunks, block):
+            pad = block - len(rows["t"])  # one shape: one compile
+            arrays = [np.pad(rows[k], ((0, pad), (0, 0)), constant_values=np.nan) for k in ("q", "qd", "qdd", "tau")]
+            s, c = squared(*arrays)
+            total, count = total + float(s), count + int(c)
+    return float(np.sqrt(total / max(count, 1)))
+
+
 def cmd_identify(args) -> int:
     """Learn the whole robot from a log; write its URDF and a sidecar with the joint terms."""
     sidecar_path = args.sidecar or str(Path(args.output).with_suffix(".json"))
@@ -441,17 +465,30 @@ def cmd_identify(args) -> int:
         model, locks, stream, learner, result, elapsed = _run(args, "robot")
         with jax.enable_x64(True):
             est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
-        outputs["urdf"].handle.write(with_inertials(args.urdf, model, est.parameters, args.fixed).encode())
+        text = with_inertials(args.urdf, model, est.parameters, args.fixed)
+        outputs["urdf"].handle.write(text.encode())
+        written = _written_rmse(args, model, parse_urdf(text), est, float(learner.coulomb_width))
         side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
                 "joints": {name: {term: float(getattr(est, term)[j]) for term in robot_learner.JOINT_TERMS} | {
                     f"{term}_std": float(getattr(est, term + "_std")[j]) for term in robot_learner.JOINT_TERMS}
                     for j, name in enumerate(model.joint_names)},
                 "source": {"log": str(args.log), "samples": result.samples,
-                           "rmse_nominal": result.scores.rmse()[0], "rmse_learner": result.scores.rmse()[1]}}
+                           "rmse_nominal": result.scores.rmse()[0], "rmse_learner": result.scores.rmse()[1],
+                           "rmse_written": written}}
         sidecar.handle.write(json.dumps(side, indent=2).encode())
-        print(f"{PROG} identify: {stream.info.source}: {result.samples} samples ({elapsed.total:.1f} s)")
+        print(f"{PROG} identify: {stream.info.source}: {result.samples} samples (replayed in {elapsed.total:.1f} s)")
         print(robot_learner.summary(learner, est))
+        nominal, learned = result.scores.rmse()
+        print(f"RMSE over the log, N m: the written URDF with its sidecar {written:.4g}, the URDF given {nominal:.4g}, "
+              f"the learner predicting each sample before learning it {learned:.4g}")
+        if result.alarms:
+            changes = f"{len(result.alarms)} time{'s' if len(result.alarms) > 1 else ''}"
+            print(f"the payload changed {changes} in the log (the last at t = {result.alarms[-1]:g} s): the written URDF "
+                  f"is the robot since the last change")
+        elif written > learned:
+            print(f"warning: the written URDF fits the log worse than the learner did ({written:.4g} against {learned:.4g} "
+                  f"N m): making its bodies physically consistent moved what the log identified", file=sys.stderr)
         outputs["urdf"].commit()
         sidecar.commit()
         print(f"identified URDF written to {args.output}; armature, friction and offsets to {sidecar_path}")
