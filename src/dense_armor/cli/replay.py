@@ -468,18 +468,17 @@ def cmd_identify(args) -> int:
         text = with_inertials(args.urdf, model, est.parameters, args.fixed)
         outputs["urdf"].handle.write(text.encode())
         written = _written_rmse(args, model, parse_urdf(text), est, float(learner.coulomb_width))
+        nominal, learned = result.scores.rmse()
         side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
                 "joints": {name: {term: float(getattr(est, term)[j]) for term in robot_learner.JOINT_TERMS} | {
                     f"{term}_std": float(getattr(est, term + "_std")[j]) for term in robot_learner.JOINT_TERMS}
                     for j, name in enumerate(model.joint_names)},
                 "source": {"log": str(args.log), "samples": result.samples,
-                           "rmse_nominal": result.scores.rmse()[0], "rmse_learner": result.scores.rmse()[1],
-                           "rmse_written": written}}
+                           "rmse_nominal": nominal, "rmse_learner": learned, "rmse_written": written}}
         sidecar.handle.write(json.dumps(side, indent=2).encode())
         print(f"{PROG} identify: {stream.info.source}: {result.samples} samples (replayed in {elapsed.total:.1f} s)")
         print(robot_learner.summary(learner, est))
-        nominal, learned = result.scores.rmse()
         print(f"RMSE over the log, N m: the written URDF with its sidecar {written:.4g}, the URDF given {nominal:.4g}, "
               f"the learner predicting each sample before learning it {learned:.4g}")
         if result.alarms:
