@@ -439,7 +439,7 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     from oracle import pin_compatible
 
     from dense_armor import learners
-    from dense_armor.robot_learner import JOINT_TERMS, RobotLearner
+    from dense_armor.robot_learner import JOINT_TERMS, RobotLearner, estimate
 
     out = wall["folder"] / "identified.urdf"
     code, printed, _ = _run(capsys, "identify", wall["urdf"], wall["log"], "-o", out)
@@ -447,14 +447,17 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     side = json.loads(out.with_suffix(".json").read_text())
     identified = parse_urdf(out)
     assert identified.joint_names == wall["model"].joint_names
-    # the learner's own prediction with the nearest consistent parameters, from the same replay
+    # the learner's own features with its estimate (the consistent parameters), from the same replay
     state_file = wall["folder"] / "identify_state.npz"
     assert _run(capsys, "replay", wall["urdf"], wall["log"], "--learner", "robot", "--state-out", state_file)[0] == 0
-    learner = RobotLearner(wall["model"], rate=200.0, consistent=True)
+    learner = RobotLearner(wall["model"], rate=200.0)
     with jax.enable_x64(True):
         state = learners.load_state(state_file, learner.init(jnp.float64))
+        est = estimate(learner, state)
+        deviation = jnp.concatenate([(est.parameters - wall["model"].inertia).reshape(-1), est.armature - wall["model"].armature,
+                                     est.viscous, est.coulomb, est.offset])
         X, nominal = jax.vmap(lambda a, b, c: learner.features(a, b, c, jnp.float64))(wall["q"], wall["qd"], wall["qdd"])
-        learned = np.asarray(nominal + X @ learner._deviation(state.rls.w))
+        learned = np.asarray(nominal + X @ deviation)
     pm = pin.buildModelFromXML(pin_compatible(out.read_text()))
     data = pm.createData()
     width = side["coulomb_width"]
@@ -469,17 +472,10 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     assert rms(learned - wall["tau"]) < 0.1 * rms(urdf - wall["tau"])  # and it is close to the real arm
 
 
-def test_identify_reports_the_written_urdfs_own_fit_and_warns_when_consistency_costs_it(capsys, wall, tmp_path):
-    """A planar arm leaves most of each body's parameters unexcited (at the prior); the nearest
-    physically consistent bodies then move what the log identified. identify measures what it
-    writes (the written URDF's rnea and the sidecar's terms over the log) and says so."""
-    import json
-
-    from dense_armor.robot_learner import JOINT_TERMS
-
-    model = wall["model"]
-    real = attach_payload(model, "link2", 1.0, com=(0.5, 0.0, 0.0))
-    rng = np.random.default_rng(1)
+def _planar_log(model, real, path, seed=1):
+    """A 60 s, 100 Hz CSV log of the wall arm moving in its plane, torques from ``real`` plus
+    armature, friction, an offset and noise; returns the log's path and its arrays."""
+    rng = np.random.default_rng(seed)
     t = np.arange(6000) / 100.0
     q, qd, qdd = (np.zeros((len(t), 2)) for _ in range(3))
     for j in range(2):
@@ -492,19 +488,63 @@ def test_identify_reports_the_written_urdfs_own_fit_and_warns_when_consistency_c
     tau = tau + 0.05 * qdd + 0.3 * qd + 0.5 * np.tanh(qd / 0.02) + 0.1 + rng.normal(0, 0.02, tau.shape)
     cols = {"t": t} | {f"{k}_{name}": x[:, j] for j, name in enumerate(model.joint_names)
                        for k, x in (("q", q), ("qd", qd), ("qdd", qdd), ("tau", tau))}
-    log = _write_csv(tmp_path / "planar.csv", cols)
+    return _write_csv(path, cols), (q, qd, qdd, tau)
+
+
+def _written_prediction(out, q, qd, qdd):
+    """What identify wrote: the URDF's rnea plus the sidecar's joint terms, over the log."""
+    from dense_armor.robot_learner import JOINT_TERMS
+
+    side = json.loads(out.with_suffix(".json").read_text())
+    written = parse_urdf(out)
+    terms = {k: np.array([side["joints"][j][k] for j in written.joint_names]) for k in JOINT_TERMS}
+    return np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)) + terms["armature"] * qdd \
+        + terms["viscous"] * qd + terms["coulomb"] * np.tanh(qd / side["coulomb_width"]) + terms["offset"], side
+
+
+def test_identify_moves_what_the_log_left_free_and_reports_the_written_urdfs_fit(capsys, wall, tmp_path):
+    """A planar arm leaves most of each body's parameters unexcited (at the prior), and the
+    learned bodies are not rigid bodies. identify writes the most probable consistent robot:
+    the projection moves what the log left free, so the written files fit the log as the
+    learner did at its end (the sensor's noise, 0.02 N m), where moving each body alone to its
+    nearest rigid body fits about 40 times worse. identify measures what it writes."""
+    from dense_armor import inertial, learners
+    from dense_armor.robot_learner import RobotLearner, estimate
+
+    model = wall["model"]
+    log, (q, qd, qdd, tau) = _planar_log(model, attach_payload(model, "link2", 1.0, com=(0.5, 0.0, 0.0)), tmp_path / "planar.csv")
     out = tmp_path / "planar.urdf"
     code, printed, err = _run(capsys, "identify", wall["urdf"], log, "-o", out)
     assert code == 0, err
-    side = json.loads(out.with_suffix(".json").read_text())["source"]
-    written, width = parse_urdf(out), json.loads(out.with_suffix(".json").read_text())["coulomb_width"]
-    terms = {k: np.array([json.loads(out.with_suffix(".json").read_text())["joints"][j][k] for j in written.joint_names])
-             for k in JOINT_TERMS}
-    mine = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)) + terms["armature"] * qdd \
-        + terms["viscous"] * qd + terms["coulomb"] * np.tanh(qd / width) + terms["offset"]
-    np.testing.assert_allclose(side["rmse_written"], np.sqrt(np.mean((tau - mine) ** 2)), rtol=1e-6)
-    assert f"the written URDF with its sidecar {side['rmse_written']:.4g}" in printed
-    assert side["rmse_written"] > side["rmse_learner"] and "warning: the written URDF fits the log worse" in err
+    mine, side = _written_prediction(out, q, qd, qdd)
+    rms = lambda e: float(np.sqrt(np.mean(e**2)))  # noqa: E731
+    np.testing.assert_allclose(side["source"]["rmse_written"], rms(tau - mine), rtol=1e-6)
+    assert f"the written URDF with its sidecar {side['source']['rmse_written']:.4g}" in printed
+    assert rms(tau - mine) < 0.025 and side["source"]["rmse_written"] < side["source"]["rmse_learner"] and "warning" not in err
+    # each body moved alone to its nearest rigid body, the joint terms kept: far worse
+    assert _run(capsys, "replay", wall["urdf"], log, "--learner", "robot", "--state-out", tmp_path / "s.npz")[0] == 0
+    learner = RobotLearner(model, rate=100.0)
+    with jax.enable_x64(True):
+        est = estimate(learner, learners.load_state(tmp_path / "s.npz", learner.init(jnp.float64)))
+    assert np.all(np.asarray(est.projected))  # neither learned body was a rigid body
+    alone = model.replace(inertia=jnp.asarray(inertial.nearest_consistent(np.asarray(est.learned))))
+    terms = mine - np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(parse_urdf(out), q, qd, qdd))
+    assert rms(tau - np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(alone, q, qd, qdd)) - terms) > 20 * rms(tau - mine)
+
+
+def test_identify_warns_when_no_rigid_robot_fits_the_log(capsys, wall, tmp_path):
+    """Torques that no rigid body makes (link2 with a negative mass, well excited): the
+    consistent robot fits the log worse than the learner, and identify says so."""
+    model = wall["model"]
+    inertia = np.asarray(model.inertia).copy()
+    inertia[1] = -inertia[1]  # link2 pulling up: a negative mass, first moment and inertia
+    log, (q, qd, qdd, tau) = _planar_log(model, model.replace(inertia=jnp.asarray(inertia)), tmp_path / "wrong.csv")
+    out = tmp_path / "wrong.urdf"
+    code, printed, err = _run(capsys, "identify", wall["urdf"], log, "-o", out, "--no-payload")
+    assert code == 0, err
+    mine, side = _written_prediction(out, q, qd, qdd)
+    assert side["source"]["rmse_written"] > side["source"]["rmse_learner"] and "warning: the written URDF fits the log worse" in err
+    assert float(parse_urdf(out).inertia[1][0]) >= 0  # what was written is a rigid body
 
 
 def test_replay_a_ros2_bag_with_locked_joints_and_currents(capsys, wall, tmp_path):

@@ -76,3 +76,75 @@ def test_consistent_parameters_come_back_bit_for_bit_and_it_traces():
     np.testing.assert_array_equal(np.asarray(out), batch)
     grad = jax.grad(lambda p: inertial.to_com(p)[1][0])(jnp.asarray(batch[0]))  # com_x = h_x / m
     np.testing.assert_allclose(np.asarray(grad)[[0, 1]], [-batch[0, 1] / batch[0, 0] ** 2, 1 / batch[0, 0]], rtol=1e-12)
+
+
+def _posterior(rng, bodies, joints, degenerate=False):
+    """An inconsistent posterior mean (rigid bodies plus noise, or with ``degenerate`` point
+    masses with their masses negated, far from any rigid body; joint terms about 0) and a
+    covariance whose spectrum spans seven decades, as a log's information leaves it."""
+    if degenerate:
+        rigid = np.concatenate([-inertial.from_com(rng.uniform(0.5, 2), rng.uniform(-0.3, 0.3, 3), np.zeros((3, 3)))
+                                for _ in range(bodies)])
+    else:
+        rigid = np.concatenate([inertial.from_com(*_random_body(rng)) for _ in range(bodies)])
+    mean = np.concatenate([rigid + rng.normal(0, 0.05, rigid.shape), rng.normal(0.02, 0.1, 4 * joints)])
+    A = rng.normal(size=(mean.size, mean.size)) * np.exp(rng.uniform(-5, 3, mean.size))
+    return mean, np.linalg.inv(A.T @ A + 1e-2 * np.eye(mean.size))
+
+
+def _conic(mean, cov, bodies, nonnegative):
+    """The same problem for Clarabel's interior-point solver, through CVXPY: an independent
+    solution of the semidefinite program."""
+    import cvxpy as cp
+
+    x = cp.Variable(mean.size)
+    constraints = [x[np.flatnonzero(nonnegative)] >= 0]
+    for b in range(bodies):
+        m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = (x[10 * b + k] for k in range(10))
+        t = 0.5 * (ixx + iyy + izz)
+        J = cp.bmat([[t - ixx, -ixy, -ixz, hx], [-ixy, t - iyy, -iyz, hy], [-ixz, -iyz, t - izz, hz], [hx, hy, hz, m]])
+        constraints.append(0.5 * (J + J.T) >> 0)
+    root = np.linalg.cholesky(np.linalg.inv(cov))
+    cp.Problem(cp.Minimize(cp.sum_squares(root.T @ (x - mean))), constraints).solve(solver="CLARABEL")
+    return x.value
+
+
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_the_most_probable_consistent_robot_is_the_conic_solvers(degenerate):
+    rng = np.random.default_rng(4)
+    bodies, joints = 3, 3
+    nonnegative = np.zeros(10 * bodies + 4 * joints, bool)
+    nonnegative[10 * bodies : 10 * bodies + 3 * joints] = True  # armature, viscous, Coulomb
+    project = jax.jit(inertial.most_probable_consistent, static_argnums=2)
+    with jax.enable_x64(True):
+        for _ in range(4):
+            mean, cov = _posterior(rng, bodies, joints, degenerate)
+            assert np.any(inertial.inconsistency(mean[: 10 * bodies].reshape(bodies, 10)) > 0)
+            mine = np.asarray(project(jnp.asarray(mean), jnp.asarray(cov), bodies, nonnegative))
+            theirs = _conic(mean, cov, bodies, nonnegative)
+            distance = lambda x: (x - mean) @ np.linalg.solve(cov, x - mean)  # noqa: E731
+            assert distance(mine) <= distance(theirs) * (1 + 1e-7)  # as close to the mean, or closer
+            np.testing.assert_allclose(mine, theirs, atol=1e-3 * np.max(np.abs(theirs)))
+            J = inertial.pseudo_inertia(mine[: 10 * bodies].reshape(bodies, 10))
+            assert np.linalg.eigvalsh(J).min() > 0 and np.all(mine[nonnegative] > 0)  # strictly feasible
+
+
+def test_in_the_pseudo_inertias_own_metric_it_is_the_nearest_consistent_body():
+    """With the covariance of the Frobenius norm of ``J`` (bodies uncorrelated), the most
+    probable consistent bodies are each body's nearest, which has a closed form."""
+    rng = np.random.default_rng(5)
+    with jax.enable_x64(True):
+        A = np.asarray(jax.jacobian(lambda p: inertial.pseudo_inertia(p).reshape(-1))(jnp.zeros(10)))  # (16, 10), linear
+        mean = np.concatenate([inertial.from_com(*_random_body(rng)) + rng.normal(0, 0.1, 10) for _ in range(4)])
+        cov = np.kron(np.eye(4), np.linalg.inv(A.T @ A))
+        mine = np.asarray(inertial.most_probable_consistent(jnp.asarray(mean), jnp.asarray(cov), 4))
+    np.testing.assert_allclose(mine, inertial.nearest_consistent(mean.reshape(4, 10)).reshape(-1), atol=1e-8)
+
+
+def test_a_consistent_posterior_mean_comes_back_unchanged():
+    rng = np.random.default_rng(6)
+    with jax.enable_x64(True):
+        mean = np.concatenate([inertial.from_com(*_random_body(rng)) for _ in range(2)] + [rng.uniform(0, 1, 8)])
+        _, cov = _posterior(rng, 2, 2)
+        out = jax.jit(inertial.most_probable_consistent, static_argnums=2)(jnp.asarray(mean), jnp.asarray(cov), 2, np.arange(28) >= 20)
+    np.testing.assert_array_equal(np.asarray(out), mean)

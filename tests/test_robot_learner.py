@@ -131,8 +131,8 @@ def test_the_report_is_physically_consistent():
         assert float(est.mass[k]) >= 0
         moments = np.linalg.eigvalsh(np.asarray(est.inertia[k]))
         assert moments[0] > -1e-10 and moments[2] <= moments[0] + moments[1] + 1e-10
-        if not bool(est.projected[k]):
-            np.testing.assert_allclose(est.parameters[k], est.learned[k])
+        assert bool(est.projected[k]) == (inertial.inconsistency(np.asarray(est.learned[k])) > 0)
+    assert all(np.all(np.asarray(x) >= 0) for x in (est.armature, est.viscous, est.coulomb))  # dissipative, a rotor
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ __all__ = [
     "from_com",
     "from_pseudo_inertia",
     "inconsistency",
+    "most_probable_consistent",
     "nearest_consistent",
     "pseudo_inertia",
     "rotational_inertia",
@@ -118,3 +119,85 @@ def nearest_consistent(params):
     values, vectors = xp.linalg.eigh(0.5 * (J + xp.swapaxes(J, -1, -2)))
     clipped = (vectors * xp.maximum(values, 0.0)[..., None, :]) @ xp.swapaxes(vectors, -1, -2)
     return xp.where((values[..., :1] >= 0), params, from_pseudo_inertia(clipped))
+
+
+def most_probable_consistent(mean, cov, bodies: int, nonnegative=None, stages: int = 14, steps: int = 400):
+    """The physically consistent parameters most probable under a Gaussian posterior: the
+    minimiser of ``(x - mean)' cov^-1 (x - mean)`` over ``x`` (p,) whose first ``bodies``
+    blocks of 10 have positive semi-definite pseudo-inertias and whose ``nonnegative`` entries
+    are ``>= 0``. JAX arrays; traceable.
+
+    :func:`nearest_consistent` moves each body alone in the Frobenius norm of ``J``, which can
+    move combinations the data pinned down; in the posterior's metric the move goes where the
+    data are silent, and the other parameters (the joints' terms, correlated bodies) follow.
+    A log-barrier interior-point method (Boyd & Vandenberghe 2004, section 11.3) with damped
+    Newton steps in whitened coordinates (``x = mean + s L z``, ``s`` the standard deviations,
+    ``L L'`` the correlations: the distance is ``|z|^2``): ``stages`` barrier weights, from the
+    start's distance down by tenths, each until centred, ``steps`` Newton steps at most in
+    all; the result is strictly feasible. Parameters already consistent come back unchanged.
+
+    Args:
+        mean: (p,) the posterior mean; bodies first, in the order of :data:`NAMES`.
+        cov: (p, p) its covariance, positive definite.
+        bodies: how many 10-blocks lead ``mean``.
+        nonnegative: optional (p,) bool, the entries bounded below by 0 (friction, armature).
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.linalg import block_diag, cho_factor, cho_solve, solve_triangular
+
+    p, dtype, n = mean.shape[-1], mean.dtype, 10 * bodies
+    bounded = jnp.zeros(p, bool) if nonnegative is None else jnp.asarray(nonnegative, bool)
+    scale = jnp.sqrt(jnp.diagonal(cov))
+    # whitened coordinates: x = mean + scale L z, L L' the correlation matrix; the distance is |z|^2
+    T = scale[:, None] * jnp.linalg.cholesky(cov / (scale[:, None] * scale[None, :]))  # dx/dz
+    basis = jnp.asarray(pseudo_inertia(np.eye(10)), dtype)  # (10, 4, 4) the A_i of J = sum x_i A_i
+
+    def x_of(z):
+        return mean + T @ z
+
+    def barrier(x):  # -sum log det J_b - sum log x_j: NaN outside the feasible set
+        R = jnp.linalg.cholesky(pseudo_inertia(x[:n].reshape(bodies, 10)))
+        return -2.0 * jnp.sum(jnp.log(jnp.diagonal(R, axis1=-2, axis2=-1))) - jnp.sum(jnp.log(jnp.where(bounded, x, 1.0)))
+
+    def barrier_derivatives(x):  # gradient -tr(J^-1 A_i) and Hessian tr(J^-1 A_i J^-1 A_j), and 1/x's
+        J = pseudo_inertia(x[:n].reshape(bodies, 10))
+        inverse = jax.vmap(lambda J: cho_solve(cho_factor(J), jnp.eye(4, dtype=dtype)))(J)
+        products = jnp.einsum("bkl,ilm->bikm", inverse, basis)
+        blocks = jnp.einsum("bikm,bjmk->bij", products, products)
+        reciprocal = jnp.where(bounded, 1.0 / jnp.where(bounded, x, 1.0), 0.0)[n:]
+        gradient = jnp.concatenate([-jnp.einsum("bikk->bi", products).reshape(-1), -reciprocal])
+        return gradient, block_diag(*blocks, jnp.diag(reciprocal**2))
+
+    def objective(z, mu):
+        return 0.5 * z @ z + mu * barrier(x_of(z))
+
+    def newton(carry):
+        z, stage, count = carry
+        mu = mu0 * jnp.asarray(10.0, dtype) ** -stage
+        g, K = barrier_derivatives(x_of(z))
+        gradient = z + mu * (T.T @ g)
+        step = -jnp.linalg.solve(jnp.eye(p, dtype=dtype) + mu * (T.T @ K @ T), gradient)
+        # the longest halving of the step that stays feasible and decreases enough (Armijo)
+        value = objective(z, mu)
+        trial = jax.vmap(lambda a: objective(z + a * step, mu))(lengths)
+        ok = jnp.isfinite(trial) & (trial <= value + 0.25 * lengths * (gradient @ step))
+        moved = z + lengths[jnp.argmax(ok)] * step
+        ok = jnp.any(ok) & jnp.isfinite(objective(moved, mu))  # feasible when evaluated alone too
+        z = jnp.where(ok, moved, z)
+        # centred (the Newton decrement of objective / mu), or no step improves: the next weight
+        centred = (-(gradient @ step) < 1e-6 * mu) | ~ok
+        return z, stage + centred.astype(stage.dtype), count + 1
+
+    # a strictly feasible start: each pseudo-inertia's eigenvalues floored a little above 0
+    J = pseudo_inertia(mean[:n].reshape(bodies, 10))
+    values, vectors = jnp.linalg.eigh(0.5 * (J + jnp.swapaxes(J, -1, -2)))
+    floor = 1e-6 * jnp.maximum(jnp.max(jnp.abs(values), -1, keepdims=True), jnp.finfo(dtype).tiny ** 0.25)
+    start = from_pseudo_inertia((vectors * jnp.maximum(values, floor)[..., None, :]) @ jnp.swapaxes(vectors, -1, -2))
+    x0 = jnp.concatenate([start.reshape(-1), jnp.where(bounded, jnp.maximum(mean, 1e-3 * scale), mean)[n:]])
+    lengths = 0.5 ** jnp.arange(40, dtype=dtype)
+    z0 = solve_triangular(T, x0 - mean, lower=True)
+    mu0 = jnp.maximum(0.5 * z0 @ z0, 1.0) / (4 * bodies + jnp.sum(bounded))  # the start's distance over the barrier's terms
+    z, _, _ = jax.lax.while_loop(lambda c: (c[1] < stages) & (c[2] < steps), newton, (z0, jnp.asarray(0), jnp.asarray(0)))
+    inside = jnp.all(values[..., 0] >= 0) & jnp.all(jnp.where(bounded, mean >= 0, True))
+    return jnp.where(inside, mean, x_of(z))

@@ -58,9 +58,9 @@ Same functional shape as the other learners: hyperparameters are pytree leaves, 
 an immutable :class:`RobotState`, ``step`` is prequential (predict, score, then learn) and
 drops into ``lax.scan``; :func:`dense_armor.learners.step`, :func:`~dense_armor.learners.replay`,
 :class:`~dense_armor.learners.Stepper` and ``jax.vmap`` work on it. :func:`robot_estimate`
-reports every body and joint in physical terms, nearest physically consistent
-(:mod:`dense_armor.inertial`), with standard deviations and flags for what the data have not
-excited.
+reports every body and joint in physical terms, the most probable physically consistent robot
+under the posterior (:func:`dense_armor.inertial.most_probable_consistent`), with standard
+deviations and flags for what the data have not excited.
 
 References:
     Atkeson, C., An, C., Hollerbach, J. (1986). Estimation of inertial parameters of
@@ -265,7 +265,9 @@ class RobotLearner(Learner):
         detector: a :class:`~dense_armor.payload_change.PayloadDetector` (default), or
             ``None`` for no payload detection.
         link: the link carrying the payload; default the link of the last body.
-        consistent: predict with the nearest physically consistent inertial parameters.
+        consistent: predict with each body's nearest physically consistent parameters
+            (:func:`~dense_armor.inertial.nearest_consistent`, cheap enough for every step;
+            :func:`robot_estimate` and ``dense-armor identify`` project in the posterior's metric).
 
     Raises:
         ValueError: an out-of-range hyperparameter, a prior with a non-positive deviation.
@@ -503,8 +505,10 @@ def _correlation(noise: NoiseState) -> jax.Array:
 class RobotEstimate(NamedTuple):
     """What a :class:`RobotLearner` has learned, in physical terms (NumPy or JAX arrays).
 
-    Bodies (leading axis B, in the model's order, each in its link's frame), from the nearest
-    physically consistent parameters; joints (n,); each quantity with ``*_std`` (one standard
+    Bodies (leading axis B, in the model's order, each in its link's frame) and joints (n,) of
+    the most probable physically consistent robot under the posterior (every body a rigid body,
+    armature and friction >= 0: :func:`dense_armor.inertial.most_probable_consistent`, which
+    moves the parameters where the data leave them free); each quantity with ``*_std`` (one standard
     deviation from the posterior, the data's information divided by the errors' correlation
     time) and ``*_unexcited`` (the data's information about it is below the prior's: it sits
     near its prior).
@@ -514,8 +518,8 @@ class RobotEstimate(NamedTuple):
         parameters: (B, 10) the consistent parameters (the order of :mod:`dense_armor.spatial`,
             ``I`` about the origin).
         learned: (B, 10) the learned parameters before the projection.
-        projected: (B,) bool, the projection moved a body (its learned parameters were not
-            physically consistent).
+        projected: (B,) bool, the body's learned parameters were not physically consistent (the
+            projection moved it; the others may move a little with it).
         armature: (n,) kg m^2; viscous: (n,) N m s/rad; coulomb: (n,) N m; offset: (n,) N m.
         noise_std: (n,) N m, each joint's learned noise level.
         correlation: () samples, the errors' integrated autocorrelation time.
@@ -589,8 +593,14 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     def quadratic(J, M):  # (B, k) the variances of J theta, J (B, k, 10) on each body's block of M
         return jnp.einsum("bki,bij,bkj->bk", J, blocks(M), J)
 
-    learned = jnp.asarray(learner.model.inertia, dtype) + w[: 10 * bodies].reshape(bodies, 10)
-    consistent = inertial.nearest_consistent(learned)
+    urdf = jnp.concatenate([jnp.asarray(learner.model.inertia, dtype).reshape(-1), jnp.zeros(4 * learner.model.n, dtype)])
+    urdf = urdf.at[learner._joint_columns("armature")].set(jnp.asarray(learner.model.armature, dtype))  # the other terms: 0
+    bounded = np.zeros(learner.num_parameters, bool)  # armature and friction are >= 0 on a real robot
+    for term in ("armature", "viscous", "coulomb"):
+        bounded[learner._joint_columns(term)] = True
+    physical = inertial.most_probable_consistent(urdf + w, P, bodies, bounded)
+    learned = (urdf + w)[: 10 * bodies].reshape(bodies, 10)
+    consistent = physical[: 10 * bodies].reshape(bodies, 10)
     J = jax.vmap(jax.jacfwd(_physical))(consistent)  # (B, 13, 10)
     value, spread = jax.vmap(_physical)(consistent), jnp.sqrt(jnp.maximum(quadratic(J, cov), 0.0))
     # the data's information on J theta below threshold times the prior's
@@ -598,15 +608,14 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     joint = {}
     for term in JOINT_TERMS:
         at = learner._joint_columns(term)
-        urdf = jnp.asarray(learner.model.armature, dtype) if term == "armature" else 0.0  # the others are 0 in a URDF
-        joint[term] = (urdf + w[at], jnp.sqrt(jnp.maximum(jnp.diagonal(cov)[at], 0.0)),
+        joint[term] = (physical[at], jnp.sqrt(jnp.maximum(jnp.diagonal(cov)[at], 0.0)),
                        jnp.diagonal(P)[at] > keep * std[at] ** 2)
     return RobotEstimate(
         mass=value[:, 0], mass_std=spread[:, 0], mass_unexcited=flags[:, 0],
         com=value[:, 1:4], com_std=spread[:, 1:4], com_unexcited=flags[:, 1:4],
         inertia=value[:, 4:].reshape(bodies, 3, 3), inertia_std=spread[:, 4:].reshape(bodies, 3, 3),
         inertia_unexcited=flags[:, 4:].reshape(bodies, 3, 3),
-        parameters=consistent, learned=learned, projected=jnp.any(consistent != learned, axis=-1),
+        parameters=consistent, learned=learned, projected=inertial.inconsistency(learned) > 0,
         **{f"{term}{suffix}": joint[term][k] for term in JOINT_TERMS for k, suffix in enumerate(("", "_std", "_unexcited"))},
         noise_std=jnp.sqrt(state.noise.variance), correlation=_correlation(state.noise),
     )
@@ -627,7 +636,7 @@ def summary(learner: RobotLearner, est: RobotEstimate) -> str:
     identified (its uncertainty is about the prior's; its value may still have moved with what
     it is correlated with, and the consistency projection may move it)."""
     model = learner.model
-    lines = ["bodies (nearest physically consistent; * not identified: its uncertainty about the prior's):"]
+    lines = ["bodies (most probable physically consistent; * not identified: its uncertainty about the prior's):"]
     for k, name in enumerate(model.body_names):
         com = ", ".join(_pm(est.com[k][i], est.com_std[k][i], est.com_unexcited[k][i]) for i in range(3))
         moments = np.linalg.eigvalsh(np.asarray(est.inertia[k], np.float64))

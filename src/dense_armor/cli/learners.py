@@ -142,7 +142,7 @@ def add_learner_options(p, lam_help: str):
     r.add_argument("--min-mass", type=nonnegative,
                    help=f"smallest payload change that raises an alarm, kg ({default(robot['min_mass'])})")
     r.add_argument("--window", type=positive, help=f"the payload detector's window, s ({default(robot['window'])})")
-    r.add_argument("--consistent", action="store_true", help="predict with the nearest physically consistent inertial parameters")
+    r.add_argument("--consistent", action="store_true", help="predict with each body's nearest physically consistent inertial parameters")
     g.add_argument("--hampel-radius", type=count, help=f"Hampel trigger: window radius ({default(drift['hampel_radius'])})")
     g.add_argument("--hampel-n-sigmas", type=positive,
                    help=f"Hampel trigger: threshold in robust sigmas ({default(drift['hampel_n_sigmas'])})")

@@ -509,7 +509,7 @@ class RobotResidualDynamicsLearner(_SharedParameters):
     controller gets gated by its recent evidence and limited by the effort limits; payload
     changes detected in the payload link's parameters, which are then re-learned while the rest
     of the robot is kept (:class:`dense_armor.robot_learner.RobotLearner`). :meth:`estimate`
-    reports every body and joint in physical terms (nearest physically consistent), with
+    reports every body and joint in physical terms (the most probable physically consistent), with
     standard deviations and flags for what the data have not excited.
 
     Args:
