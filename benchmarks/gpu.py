@@ -27,7 +27,7 @@ without ``example-robot-data``); ``write-robots DIR`` writes them there.
 On a GPU machine that has JAX, equinox and chex but not this project's other dependencies: put
 ``src`` on ``PYTHONPATH`` (the modules these measurements import need nothing else), bring the
 robots (``write-robots``) and, for MJX, wheels of ``mujoco`` and ``mujoco-mjx`` of one version
-(with ``trimesh``). Run the precision measurement a second time with an earlier ``src`` (``git
+(with ``trimesh``; MJX also imports ``etils``). Run the precision measurement a second time with an earlier ``src`` (``git
 archive REV src``) on ``PYTHONPATH`` for ``report --before``: both precision runs fit the GPU at
 once with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``; the throughput run keeps JAX's defaults
 (``benchmarks/gpu.sh`` does all three). The batches are sized for a card of 80 GB; ``--budget``

@@ -119,10 +119,12 @@ def test_info_lists_joints_bodies_and_merged_frames(capsys, tmp_path):
     tip = '<link name="tool"/><joint name="tool_joint" type="fixed"><parent link="link2"/><child link="tool"/>' \
           '<origin xyz="1 0 0"/></joint></robot>'
     urdf = tmp_path / "arm_tool.urdf"
-    urdf.write_text(minimal_urdf(payload_mass=0.25).replace("</robot>", tip))
+    dynamics = '<limit lower="-3.14" upper="3.14" velocity="10.0"/>\n    <dynamics damping="0.5" friction="0.25"/>'
+    urdf.write_text(minimal_urdf(payload_mass=0.25).replace("</robot>", tip).replace('<limit lower="-3.14" upper="3.14" velocity="10.0"/>', dynamics, 1))
     code, out, _ = _run(capsys, "info", urdf)
     assert code == 0
     assert "2 movable joints, 4 links, fixed base 'base'" in out
+    assert re.search(r"^  joint1: damping 0\.5 N m s/rad, friction 0\.25 N m$", out, re.M) and "joint2: damping" not in out
     assert re.search(r"^0\s+joint1\s+revolute\s+base\s+link1\s+\(0, 0, 1\)", out, re.M)
     assert re.search(r"^1\s+link2\s+0\.75\s+\(0\.5, 0, 0\).*link2, tool$", out, re.M)  # the tool merged into link2
     assert re.search(r"^3\s+tool\s+link2\s+\(1, 0, 0\)\s+\(2, 0, 0\)$", out, re.M)  # 2 m out at q = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -294,6 +295,18 @@ def test_limits_the_wrong_way_round_warn_naming_the_joint():
     with pytest.warns(URDFWarning, match=r"joint 'j2' has lower limit 1 above its upper limit -1"):
         model = parse_urdf(two_link(limit='<limit lower="1" upper="-1" effort="10" velocity="2"/>'))
     assert (float(model.lower[1]), float(model.upper[1])) == (1.0, -1.0)  # kept as written
+
+
+def test_a_massless_robot_warns():
+    """A kinematic URDF (no <inertial> on any link that moves) loads, with a warning: its
+    torques are zero and its mass matrix singular. A mass on one moving link is enough."""
+    bare = robot('<link name="base"/>', '<link name="l1"/>', '<link name="l2"/>', joint("j1", "base", "l1"), joint("j2", "l1", "l2"))
+    with pytest.warns(URDFWarning, match=r"no link that moves has a mass \(no <inertial>\)"):
+        model = parse_urdf(bare)
+    assert not np.asarray(model.inertia).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_urdf(bare.replace('<link name="l2"/>', link("l2")))
 
 
 def test_an_unexpanded_xacro_macro_is_named(tmp_path):

@@ -63,7 +63,8 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
     A link whose rotational inertia no rigid body has (not positive semi-definite, or principal
     moments that break the triangle inequality; vendors ship such URDFs, and Pinocchio loads
     them) is loaded as given with a :class:`URDFWarning` naming the link, or refused when
-    ``strict``.
+    ``strict``. A robot none of whose moving links has a mass (a kinematic description, no
+    ``<inertial>``) is loaded with a :class:`URDFWarning`.
 
     Args:
         source: a path, or the XML text itself (a string starting with ``<``).
@@ -308,6 +309,9 @@ def _build(name, links, joints, gravity, where) -> Model:
     for link, (body, (R, p)) in attach.items():
         if body >= 0:
             inertia[body] += np.array(spatial.rigid_params_to_parent(tuple(links[link]), spatial.as_tuple(R), tuple(p)))
+    if not inertia[:, 0].any():  # a kinematic description (no <inertial>): no torque, no forward dynamics
+        warnings.warn(f"{where}: no link that moves has a mass (no <inertial>): the dynamics are zero and the mass "
+                      "matrix singular", URDFWarning, stacklevel=3)
     frame_names = (roots[0],) + tuple(j.child for j in order)
     mimics = _mimics(moving, where)
     own = [j for j in moving if j.name not in mimics]

@@ -51,6 +51,11 @@ def cmd_info(args) -> int:
                  [">", "<", "<", "<", "<", "<", "<", ">", ">", ">", ">"]))
     for (joint, _, c), k, o in zip(model.mimics, model.mimic_multiplier, model.mimic_offset):
         print(f"{joint} mimics {model.joint_names[c]}: q = {k:g} q_{model.joint_names[c]} + {o:g}")
+    dynamics = [f"  {name}: damping {d:g} N m s/rad, friction {f:g} N m"
+                for name, d, f in zip(model.joint_names, np.asarray(model.damping), np.asarray(model.friction)) if d or f]
+    if dynamics:
+        print("<dynamics> (kept in the model; rnea, crba and aba leave them out, and the robot learner learns its own friction):")
+        print("\n".join(dynamics))
     print("\nbodies (links behind fixed joints merged into the body they hang from):")
     rows = []
     for b in range(model.n_bodies):
