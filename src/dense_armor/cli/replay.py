@@ -430,27 +430,36 @@ def _plot(plt, path, result, names):
 # ----------------------------------------------------------------------------- identify
 
 
-def _written_rmse(args, model, written, est, width: float, block: int = 2000) -> float:
-    """RMSE, N m over every joint, of what identify writes over the log (read again): the
-    written URDF's ``rnea`` plus the sidecar's joint terms."""
+CONSISTENCY_COST = 1.05
+"""identify warns when the written (consistent) robot fits the log worse than this times the
+learned parameters did."""
+
+
+def _fits(args, model, written, est, learner, w, block: int = 2000) -> tuple[float, float]:
+    """RMSEs, N m over every joint and the log (read again), of what identify writes (the
+    written URDF's ``rnea`` plus the sidecar's joint terms) and of the learner's final
+    parameters ``w`` as learned, before they were made physically consistent."""
     _, chunks = open_stream(args, model, args.fixed)
     terms = [jnp.asarray(getattr(est, term)) for term in robot_learner.JOINT_TERMS]
+    width = float(learner.coulomb_width)
 
     @jax.jit
     def squared(q, qd, qdd, tau):
         armature, viscous, coulomb, offset = terms
         torque = jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)
-        error = tau - (torque + armature * qdd + viscous * qd + coulomb * jnp.tanh(qd / width) + offset)
-        return jnp.sum(jnp.where(jnp.isfinite(error), error**2, 0.0)), jnp.sum(jnp.isfinite(error))
+        X, nominal = jax.vmap(lambda *s: learner.features(*s, jnp.float64))(q, qd, qdd)
+        errors = (tau - (torque + armature * qdd + viscous * qd + coulomb * jnp.tanh(qd / width) + offset),
+                  tau - (nominal + X @ w))
+        return [(jnp.sum(jnp.where(jnp.isfinite(e), e**2, 0.0)), jnp.sum(jnp.isfinite(e))) for e in errors]
 
-    total, count = 0.0, 0
+    totals = np.zeros((2, 2))
     with jax.enable_x64(True):
         for rows in blocks(chunks, block):
             pad = block - len(rows["t"])  # one shape: one compile
             arrays = [np.pad(rows[k], ((0, pad), (0, 0)), constant_values=np.nan) for k in ("q", "qd", "qdd", "tau")]
-            s, c = squared(*arrays)
-            total, count = total + float(s), count + int(c)
-    return float(np.sqrt(total / max(count, 1)))
+            totals += np.array(squared(*arrays), dtype=float)
+    written_rmse, learned_rmse = np.sqrt(totals[:, 0] / np.maximum(totals[:, 1], 1))
+    return float(written_rmse), float(learned_rmse)
 
 
 def cmd_identify(args) -> int:
@@ -467,7 +476,8 @@ def cmd_identify(args) -> int:
             est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
         text = with_inertials(args.urdf, model, est.parameters, args.fixed)
         outputs["urdf"].handle.write(text.encode())
-        written = _written_rmse(args, model, parse_urdf(text), est, float(learner.coulomb_width))
+        with jax.enable_x64(True):
+            written, unconstrained = _fits(args, model, parse_urdf(text), est, learner, jnp.asarray(result.state.rls.w))
         nominal, learned = result.scores.rmse()
         side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
@@ -475,19 +485,22 @@ def cmd_identify(args) -> int:
                     f"{term}_std": float(getattr(est, term + "_std")[j]) for term in robot_learner.JOINT_TERMS}
                     for j, name in enumerate(model.joint_names)},
                 "source": {"log": str(args.log), "samples": result.samples,
-                           "rmse_nominal": nominal, "rmse_learner": learned, "rmse_written": written}}
+                           "rmse_nominal": nominal, "rmse_learner": learned, "rmse_written": written,
+                           "rmse_unconstrained": unconstrained}}
         sidecar.handle.write(json.dumps(side, indent=2).encode())
         print(f"{PROG} identify: {stream.info.source}: {result.samples} samples (replayed in {elapsed.total:.1f} s)")
         print(robot_learner.summary(learner, est))
-        print(f"RMSE over the log, N m: the written URDF with its sidecar {written:.4g}, the URDF given {nominal:.4g}, "
-              f"the learner predicting each sample before learning it {learned:.4g}")
+        print(f"RMSE over the log, N m: the written URDF with its sidecar {written:.4g}, the learned parameters before "
+              f"they were made physically consistent {unconstrained:.4g}, the URDF given {nominal:.4g}, the learner "
+              f"predicting each sample before learning it {learned:.4g}")
         if result.alarms:
             changes = f"{len(result.alarms)} time{'s' if len(result.alarms) > 1 else ''}"
             print(f"the payload changed {changes} in the log (the last at t = {result.alarms[-1]:g} s): the written URDF "
                   f"is the robot since the last change")
-        elif written > learned:
-            print(f"warning: the written URDF fits the log worse than the learner did ({written:.4g} against {learned:.4g} "
-                  f"N m): making its bodies physically consistent moved what the log identified", file=sys.stderr)
+        elif written > CONSISTENCY_COST * unconstrained:
+            print(f"warning: making the bodies physically consistent costs fit ({written:.4g} against {unconstrained:.4g} "
+                  f"N m over the log): its torques are not a rigid robot's (an effect the model lacks, a joint's axis or "
+                  f"origin wrong in the URDF, torques of the wrong sign)", file=sys.stderr)
         outputs["urdf"].commit()
         sidecar.commit()
         print(f"identified URDF written to {args.output}; armature, friction and offsets to {sidecar_path}")
