@@ -129,6 +129,21 @@ def test_the_most_probable_consistent_robot_is_the_conic_solvers(degenerate):
             assert np.linalg.eigvalsh(J).min() > 0 and np.all(mine[nonnegative] > 0)  # strictly feasible
 
 
+def test_a_zero_body_beside_inconsistent_ones_moves_as_the_conic_solver_says():
+    """A moving link with no <inertial> whose learned change is exactly 0 (a consistent body
+    on the boundary, J = 0), correlated with inconsistent ones."""
+    rng = np.random.default_rng(7)
+    mean, cov = _posterior(rng, 3, 1, degenerate=True)
+    mean[10:20] = 0.0
+    nonnegative = np.arange(34) >= 30
+    with jax.enable_x64(True):
+        mine = np.asarray(inertial.most_probable_consistent(jnp.asarray(mean), jnp.asarray(cov), 3, nonnegative))
+    theirs = _conic(mean, cov, 3, nonnegative)
+    distance = lambda x: (x - mean) @ np.linalg.solve(cov, x - mean)  # noqa: E731
+    assert distance(mine) <= distance(theirs) * (1 + 1e-7)
+    np.testing.assert_allclose(mine, theirs, atol=1e-3 * np.max(np.abs(theirs)))
+
+
 def test_in_the_pseudo_inertias_own_metric_it_is_the_nearest_consistent_body():
     """With the covariance of the Frobenius norm of ``J`` (bodies uncorrelated), the most
     probable consistent bodies are each body's nearest, which has a closed form."""

@@ -295,6 +295,13 @@ def test_the_command_line_replays_a_coupled_gripper(tmp_path, capsys):
     code = main(["info", str(urdf), "--mimic"])
     out, err = capsys.readouterr()
     assert code == 0 and "finger2 mimics finger1: q = -1 q_finger1 + 0" in out and "2 movable joints" not in out
+    # identify reads what it wrote back with the coupling too
+    code = main(["identify", str(urdf), str(log), "--mimic", "-o", str(tmp_path / "id.urdf")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    identified = parse_urdf(tmp_path / "id.urdf", mimic=True)
+    assert identified.joint_names == model.joint_names and len(identified.mimics) == 1
+    assert json.loads((tmp_path / "id.json").read_text())["source"]["rmse_written"] < 0.1 * report["rmse_nominal"]
 
 
 @pytest.mark.slow

@@ -134,21 +134,23 @@ def most_probable_consistent(mean, cov, bodies: int, nonnegative=None, stages: i
     Newton steps in whitened coordinates (``x = mean + s L z``, ``s`` the standard deviations,
     ``L L'`` the correlations: the distance is ``|z|^2``): ``stages`` barrier weights, from the
     start's distance down by tenths, each until centred, ``steps`` Newton steps at most in
-    all; the result is feasible (in float64 strictly). Parameters already consistent come back
-    unchanged. In float32 the solve is approximate where ``cov`` spans more than a few decades.
+    all; the result is feasible (strictly in float64, to rounding in float32). Parameters
+    already consistent come back unchanged. In float32 the solve is approximate where ``cov``
+    spans more than a few decades.
 
     Args:
         mean: (p,) the posterior mean; bodies first, in the order of :data:`NAMES`.
         cov: (p, p) its covariance, positive definite.
         bodies: how many 10-blocks lead ``mean``.
-        nonnegative: optional (p,) bool, the entries bounded below by 0 (friction, armature).
+        nonnegative: optional (p,) bool, the entries after the bodies' bounded below by 0
+            (friction, armature).
     """
     import jax
     import jax.numpy as jnp
     from jax.scipy.linalg import block_diag, cho_factor, cho_solve, solve_triangular
 
     p, dtype, n = mean.shape[-1], mean.dtype, 10 * bodies
-    bounded = jnp.zeros(p, bool) if nonnegative is None else jnp.asarray(nonnegative, bool)
+    bounded = jnp.zeros(p, bool) if nonnegative is None else jnp.asarray(nonnegative, bool).at[:n].set(False)
     scale = jnp.sqrt(jnp.diagonal(cov))
     # whitened coordinates: x = mean + scale L z, L L' the correlation matrix; the distance is |z|^2
     T = scale[:, None] * jnp.linalg.cholesky(cov / (scale[:, None] * scale[None, :]))  # dx/dz
@@ -159,7 +161,7 @@ def most_probable_consistent(mean, cov, bodies: int, nonnegative=None, stages: i
 
     def barrier(x):  # -sum log det J_b - sum log x_j: NaN outside the feasible set
         R = jnp.linalg.cholesky(pseudo_inertia(x[:n].reshape(bodies, 10)))
-        return -2.0 * jnp.sum(jnp.log(jnp.diagonal(R, axis1=-2, axis2=-1))) - jnp.sum(jnp.log(jnp.where(bounded, x, 1.0)))
+        return -2.0 * jnp.sum(jnp.log(jnp.diagonal(R, axis1=-2, axis2=-1))) - jnp.sum(jnp.log(jnp.where(bounded, x, 1.0)[n:]))
 
     def barrier_derivatives(x):  # gradient -tr(J^-1 A_i) and Hessian tr(J^-1 A_i J^-1 A_j), and 1/x's
         J = pseudo_inertia(x[:n].reshape(bodies, 10))
@@ -190,15 +192,16 @@ def most_probable_consistent(mean, cov, bodies: int, nonnegative=None, stages: i
         centred = (-(gradient @ step) < 1e-6 * mu) | ~ok
         return z, stage + centred.astype(stage.dtype), count + 1
 
-    # a strictly feasible start: each pseudo-inertia's eigenvalues floored a little above 0
+    # a strictly feasible start: each pseudo-inertia's eigenvalues floored a little above 0, on
+    # the scale of the body or, for a body at 0, of its uncertainty
     J = pseudo_inertia(mean[:n].reshape(bodies, 10))
     values, vectors = jnp.linalg.eigh(0.5 * (J + jnp.swapaxes(J, -1, -2)))
-    floor = 1e-6 * jnp.maximum(jnp.max(jnp.abs(values), -1, keepdims=True), jnp.finfo(dtype).tiny ** 0.25)
+    floor = 1e-6 * jnp.maximum(jnp.max(jnp.abs(values), -1, keepdims=True), jnp.max(scale[:n].reshape(bodies, 10), -1, keepdims=True))
     start = from_pseudo_inertia((vectors * jnp.maximum(values, floor)[..., None, :]) @ jnp.swapaxes(vectors, -1, -2))
     x0 = jnp.concatenate([start.reshape(-1), jnp.where(bounded, jnp.maximum(mean, 1e-3 * scale), mean)[n:]])
     lengths = 0.5 ** jnp.arange(40, dtype=dtype)
     z0 = solve_triangular(T, x0 - mean, lower=True)
-    mu0 = jnp.maximum(0.5 * z0 @ z0, 1.0) / (4 * bodies + jnp.sum(bounded))  # the start's distance over the barrier's terms
+    mu0 = jnp.maximum(0.5 * z0 @ z0, jnp.finfo(dtype).tiny) / (4 * bodies + jnp.sum(bounded))  # the start's distance over the barrier's terms
     z, _, _ = jax.lax.while_loop(lambda c: (c[1] < stages) & (c[2] < steps), newton, (z0, jnp.asarray(0), jnp.asarray(0)))
     x = x_of(z)
     # rounding can leave float32 a hair outside (its solve is approximate when cov spans decades)

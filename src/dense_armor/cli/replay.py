@@ -477,7 +477,7 @@ def cmd_identify(args) -> int:
         text = with_inertials(args.urdf, model, est.parameters, args.fixed)
         outputs["urdf"].handle.write(text.encode())
         with jax.enable_x64(True):
-            written, unconstrained = _fits(args, model, parse_urdf(text), est, learner, jnp.asarray(result.state.rls.w))
+            written, unconstrained = _fits(args, model, parse_urdf(text, mimic=args.mimic), est, learner, jnp.asarray(result.state.rls.w))
         nominal, learned = result.scores.rmse()
         side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
