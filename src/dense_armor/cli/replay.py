@@ -438,13 +438,12 @@ learned parameters did."""
 def _fits(args, model, written, est, learner, w, block: int = 2000) -> tuple[float, float]:
     """RMSEs, N m over every joint and the log (read again), of what identify writes (the
     written URDF's ``rnea`` plus the sidecar's joint terms) and of the learner's final
-    parameters ``w`` as learned, before they were made physically consistent."""
+    parameters ``w`` as learned, before they were made physically consistent; in float64."""
     _, chunks = open_stream(args, model, args.fixed)
-    terms = [jnp.asarray(getattr(est, term)) for term in robot_learner.JOINT_TERMS]
     width = float(learner.coulomb_width)
 
     @jax.jit
-    def squared(q, qd, qdd, tau):
+    def squared(q, qd, qdd, tau, terms, w):
         armature, viscous, coulomb, offset = terms
         torque = jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)
         X, nominal = jax.vmap(lambda *s: learner.features(*s, jnp.float64))(q, qd, qdd)
@@ -454,10 +453,11 @@ def _fits(args, model, written, est, learner, w, block: int = 2000) -> tuple[flo
 
     totals = np.zeros((2, 2))
     with jax.enable_x64(True):
+        terms, w = [jnp.asarray(getattr(est, term)) for term in robot_learner.JOINT_TERMS], jnp.asarray(w)
         for rows in blocks(chunks, block):
             pad = block - len(rows["t"])  # one shape: one compile
             arrays = [np.pad(rows[k], ((0, pad), (0, 0)), constant_values=np.nan) for k in ("q", "qd", "qdd", "tau")]
-            totals += np.array(squared(*arrays), dtype=float)
+            totals += np.array(squared(*arrays, terms, w), dtype=float)
     written_rmse, learned_rmse = np.sqrt(totals[:, 0] / np.maximum(totals[:, 1], 1))
     return float(written_rmse), float(learned_rmse)
 
@@ -476,8 +476,7 @@ def cmd_identify(args) -> int:
             est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
         text = with_inertials(args.urdf, model, est.parameters, args.fixed)
         outputs["urdf"].handle.write(text.encode())
-        with jax.enable_x64(True):
-            written, unconstrained = _fits(args, model, parse_urdf(text, mimic=args.mimic), est, learner, jnp.asarray(result.state.rls.w))
+        written, unconstrained = _fits(args, model, parse_urdf(text, mimic=args.mimic), est, learner, result.state.rls.w)
         nominal, learned = result.scores.rmse()
         side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
