@@ -533,3 +533,28 @@ def test_drift_aware_wrapper_innovation_trigger():
     out = aware.learn_many(traj.q, traj.qd, traj.qdd, traj.tau)
     assert np.flatnonzero(out.alarm).tolist()[:1] == [200]
     assert not out.alarm[:200].any()
+    ended = Aware(NOMINAL, trigger="innovation")  # learn_many up to the alarm: the last sample raised it
+    ended.learn_many(*(x[:201] for x in (traj.q, traj.qd, traj.qdd, traj.tau)))
+    assert ended.drift_detected and ended.last.alarm
+    np.testing.assert_array_equal(ended.last.prediction, out.prediction[200])
+
+
+@pytest.mark.parametrize("kind, dtype", [(kind, jnp.float64) for kind in ("five-feature", "innovation", "payload", "robot")]
+                         + [("five-feature", jnp.float32), pytest.param("robot", jnp.float32, marks=pytest.mark.slow)])
+def test_a_finite_sample_whose_features_overflow_is_skipped(kind, dtype):
+    from dense_armor import PayloadLearner, RobotLearner
+
+    make = {"five-feature": lambda: ResidualLearner(NOMINAL), "innovation": _innovation_learner,
+            "payload": lambda: PayloadLearner(NOMINAL), "robot": lambda: RobotLearner(NOMINAL, rate=100.0)}[kind]
+    learner = make()
+    traj, _ = _trajectory(4, 20)
+    with jax.enable_x64(dtype == jnp.float64):
+        state, _ = learners.replay(learner, learner.init(dtype), traj)
+        good = _at(traj, 3)
+        # qd^2 (Coriolis, the five features' nominal torque) overflows the dtype
+        huge = np.array(good.qd, np.float64)
+        huge[0] = 1e200 if dtype == jnp.float64 else 3e19
+        new, out = learners.step(learner, state, good._replace(qd=huge))
+        assert not bool(out.accepted) and int(new.rejected) == int(state.rejected) + 1
+        chex.assert_trees_all_equal(new._replace(rejected=state.rejected), state)
+        assert np.isnan(out.prediction).all()

@@ -89,6 +89,13 @@ def test_learn_many_equals_learn_one(arms):
     outputs = many.learn_many(states[:, 0], states[:, 1], states[:, 2], torques)
     np.testing.assert_allclose(one.weights, many.weights, rtol=1e-9, atol=1e-9)
     assert outputs.prediction.shape == (30, 2) and outputs.accepted.all()
+    np.testing.assert_allclose(many.last.prediction, one.last.prediction, rtol=1e-9)  # the last sample's, as learn_one
+    one.learn_one(*states[0], torques[0])
+    many.learn_many(states[:1, 0], states[:1, 1], states[:1, 2], torques[:1])  # then steps go on as one
+    one.learn_one(*states[1], torques[1])
+    many.learn_one(*states[1], torques[1])
+    np.testing.assert_allclose(many.last.prediction, one.last.prediction, rtol=1e-9)
+    np.testing.assert_allclose(one.weights, many.weights, rtol=1e-9, atol=1e-9)
 
 
 def test_five_features_fit_batch_least_squares_per_joint(arms):

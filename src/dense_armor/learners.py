@@ -229,14 +229,17 @@ class Learner(eqx.Module):
     def prepare(self, sample: Sample, dtype) -> Prepared:
         """Check, validate and featurise one sample: no state involved.
 
-        A sample with a NaN or inf is zeroed (its features stay finite) and marked invalid.
+        A sample with a NaN or inf, or whose features or nominal torque overflow (a finite but
+        absurd reading: ``qd^2`` past the dtype's range), is zeroed (its features stay finite)
+        and marked invalid.
         """
         _, (tau,) = self.model.check(tau=sample.tau)
         arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
-        # x * 0 is NaN exactly for NaN and inf, so one sum checks all four arrays
-        valid = jnp.isfinite(sum(dot_last(a, jnp.zeros_like(a)) for a in arrays))
+        valid = finite(*arrays)
         q, qd, qdd, tau = (jnp.where(valid, a, 0) for a in arrays)
         x, nominal = self.features(q, qd, qdd, dtype)
+        valid = valid & finite(x, nominal)
+        x, nominal, tau = (jnp.where(valid, a, 0) for a in (x, nominal, tau))
         return Prepared(x=x, target=tau - nominal, nominal=nominal, valid=valid)
 
     @full_precision
@@ -343,10 +346,18 @@ class ResidualLearner(Learner):
         return commit(state, learned, valid, nominal, residual, error, alarm)
 
 
+def finite(*arrays) -> jax.Array:
+    """() bool: every entry of every array is finite."""
+    # x * 0 is NaN exactly for NaN and inf, so one sum checks them all
+    return jnp.isfinite(sum(dot_last(a.reshape(-1), jnp.zeros(a.size, a.dtype)) for a in arrays))
+
+
 def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
     """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
     more rejection (the detector's own state already ignored it), and the step's outputs (NaN
-    for a rejected sample; ``extra`` as given)."""
+    for a rejected sample; ``extra`` as given). A sample whose update overflowed (finite but
+    absurd features) is rejected too: it never reaches ``w``."""
+    valid = valid & finite(learned.rls.w)
     new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
     new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
     nan = jnp.full_like(nominal, jnp.nan)
@@ -514,11 +525,23 @@ class Stepper:
         with self._lock:
             self._queue(sample)
 
+    def replay(self, trajectory: Sample) -> StepOutput:
+        """:func:`replay` of a trajectory (each field (T, n)) from the current state, in one
+        ``lax.scan``: as :meth:`learn` sample by sample. Returns the per-sample outputs (NumPy,
+        leading axis T); the last of them becomes :attr:`last`."""
+        with self._lock:
+            state, outputs = replay(self.learner, self._layout.unpack(self._buffers), trajectory)
+            outputs = jax.tree.map(np.asarray, outputs)
+            self._buffers = tuple(jnp.array(b) for b in self._layout.pack(state))
+            if len(outputs.accepted):
+                self._report, self._last = None, jax.tree.map(lambda x: x[-1], outputs)
+        return outputs
+
     @property
     def last(self) -> StepOutput | None:
         """The last step's outputs (NumPy; ``None`` before the first step); waits for it."""
         with self._lock:
-            return None if self._report is None else self._output()
+            return None if self._report is None and self._last is None else self._output()
 
     def predict(self, q, qd, qdd) -> np.ndarray:
         """The learner's prediction (n,) at one state (:meth:`Learner.predict`), after the

@@ -234,8 +234,7 @@ class ResidualDynamicsLearner:
             for name, a in zip(Sample._fields, trajectory):
                 if a.ndim != 2 or a.shape[1] != self.n:
                     raise ValueError(f"{name}: expected shape (T, {self.n}), got {a.shape}")
-            self.state, outputs = learners.replay(self.learner, self.state, trajectory)
-        return jax.tree.map(np.asarray, outputs)
+            return self._steps.replay(trajectory)
 
     @property
     def weights(self) -> np.ndarray:
