@@ -118,8 +118,9 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
     with pytest.raises(ValueError, match=r"qdd: expected shape \(2,\)"):
         queued.predict(q, qd, qdd[:1])
     state = learner.init(jnp.float64)
-    with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
-        learners.Stepper(learner, state)
+    for leaves in (state, jax.tree.map(np.asarray, state)):  # JAX or NumPy float64 leaves (a wrapper's .state)
+        with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
+            learners.Stepper(learner, leaves)
 
 
 def test_stepper_writes_each_new_state_over_the_last():

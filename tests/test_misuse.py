@@ -52,6 +52,13 @@ def test_rls_validates_before_it_changes_anything():
         rls.learn_one({"a": 1.0, "b": 0.0}, np.array([1.0, 2.0]))
     with pytest.raises(ValueError, match="non-empty dict"):
         rls.learn_one({}, 1.0)
+    for y in ("abc", "5", None):
+        with pytest.raises(ValueError, match="y: expected one real number"):
+            rls.learn_one({"a": 1.0, "b": 2.0}, y)
+    with pytest.raises(ValueError, match="every feature must be a real number"):
+        rls.learn_one({"a": "1.5", "b": 2.0}, 1.0)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        rls.predict_one("junk")
     assert rls.state is None and rls._keys is None  # nothing was learned or fixed
     rls.learn_one({"a": 1.0, "b": 2.0}, 5.0)
     assert round(rls.predict_one({"a": 1.0, "b": 2.0}), 4) == 5.0

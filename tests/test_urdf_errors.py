@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from urdf_factory import example_robot_urdf, random_tree
 
+from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+from dense_armor.robots import minimal_urdf, write_minimal_urdf
 from dense_armor.urdf import URDFError, URDFWarning, parse_urdf
 
 INERTIAL = (
@@ -250,6 +252,14 @@ def test_missing_file_names_the_path(tmp_path):
     with pytest.raises((ValueError, OSError)) as err:
         parse_urdf(path)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("gravity", [(0, float("nan"), 0), (0, 0, float("inf")), (0, -9.81), ("a", 0, 0), None])
+def test_gravity_must_be_three_finite_numbers(gravity):
+    with pytest.raises(ValueError, match="gravity: expected three finite numbers"):
+        parse_urdf(minimal_urdf(), gravity=gravity)
+    with pytest.raises(ValueError, match="gravity"):
+        RigidBodyModel(write_minimal_urdf(), gravity=gravity)
 
 
 # --- no other exception, whatever the damage ------------------------------------------------

@@ -505,9 +505,9 @@ class Stepper:
     def state(self, state):
         if Layout.of(state) != self._layout:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
-        buffers = tuple(jnp.array(b) for b in self._layout.pack(state))  # copies: the next step donates them
-        if any(b.dtype != self._layout.groups[g] for g, b in enumerate(buffers)):
+        if any(jax.dtypes.canonicalize_dtype(group) != group for group in self._layout.groups):
             raise ValueError(f"state: a {self._dtype.name} state needs jax.enable_x64 (its buffers would be cast)")
+        buffers = tuple(jnp.array(b) for b in self._layout.pack(state))  # copies: the next step donates them
         with self._lock:
             self._buffers, self._report, self._last = buffers, None, None
 

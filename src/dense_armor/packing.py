@@ -62,7 +62,9 @@ class Layout:
         """The layout of ``tree`` (arrays or Python scalars as leaves)."""
         leaves, treedef = jax.tree.flatten(tree)
         shapes = tuple(np.shape(leaf) for leaf in leaves)
-        dtypes = tuple(jnp.result_type(leaf).name for leaf in leaves)
+        # an array's own dtype (a float64 NumPy leaf stays float64 without x64, for the reader to
+        # refuse, not to cast); a Python scalar's JAX's
+        dtypes = tuple((leaf.dtype if hasattr(leaf, "dtype") else jnp.result_type(leaf)).name for leaf in leaves)
         merge = "float64" in dtypes
         stored = tuple("float64" if merge and d in _EXACT_IN_FLOAT64 else d for d in dtypes)
         groups = tuple(dict.fromkeys(stored))

@@ -81,7 +81,14 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
             non-physical inertia; with ``mimic``, a mimic of no movable joint or a cycle of
             mimics); the message names the file and the element.
         FileNotFoundError: ``source`` is a path that does not exist.
+        ValueError: ``gravity`` is not three finite numbers.
     """
+    try:
+        gravity = np.asarray(gravity, float)
+    except (TypeError, ValueError):
+        gravity = None
+    if gravity is None or gravity.shape != (3,) or not np.all(np.isfinite(gravity)):
+        raise ValueError("gravity: expected three finite numbers, m/s^2 in the base frame")
     text, where = _read(source)
     try:
         root = ET.fromstring(text)
@@ -105,7 +112,7 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
         seen.add(name)
     if not links:
         raise URDFError(f"{where}: the robot has no <link>")
-    return _build(root.get("name", ""), links, joints, np.asarray(gravity, float), where)
+    return _build(root.get("name", ""), links, joints, gravity, where)
 
 
 def _read(source) -> tuple[str, str]:

@@ -101,19 +101,16 @@ class RecursiveLeastSquares(Regressor):
         unknown = set(x) - set(keys)
         if unknown:
             raise ValueError(f"x: unknown features {sorted(unknown)}; the features are {keys}")
-        try:
-            vec = np.array([x.get(k, 0.0) for k in keys], dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"x: every feature must be a real number, got {x!r}") from None
-        if vec.shape != (len(keys),):
+        vec = np.array([x.get(k, 0.0) for k in keys])
+        if vec.shape != (len(keys),) or vec.dtype.kind not in "biuf":  # no text, no None, no nesting
             raise ValueError(f"x: every feature must be a real number, got {x!r}")
-        return vec, keys
+        return vec.astype(np.float64), keys
 
     def learn_one(self, x: Mapping[str, float], y: float) -> "RecursiveLeastSquares":
-        if np.ndim(y) != 0 or not np.isrealobj(y):
+        if np.asarray(y).shape != () or np.asarray(y).dtype.kind not in "biuf":
             raise ValueError(f"y: expected one real number, got {y!r}")
         with self._lock, jax.enable_x64(True):
-            vec, keys = self._vector(x)
+            vec, keys = self._vector(x)  # both checked before anything changes
             self._keys = keys
             if self.state is None:
                 self.state = rls.init(len(self._keys), self.delta, dtype=jnp.float64)
@@ -123,10 +120,11 @@ class RecursiveLeastSquares(Regressor):
 
     def predict_one(self, x: Mapping[str, float]) -> float:
         with self._lock:
+            vec, _ = self._vector(x)
             if self.state is None:
                 return 0.0
             with jax.enable_x64(True):
-                return float(_rls_predict(self.state, self._vector(x)[0]))
+                return float(_rls_predict(self.state, vec))
 
     @property
     def _w(self) -> Optional[np.ndarray]:
