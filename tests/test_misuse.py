@@ -92,10 +92,15 @@ def test_state_files_know_what_they_belong_to(tmp_path):
     RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "x")
     with pytest.raises(ValueError, match="another robot"):
         RobotResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf(payload_mass=0.1)), rate=100.0).load(tmp_path / "x")
-    with pytest.raises(ValueError, match="another learner configuration"):
+    with pytest.raises(ValueError, match=r"another learner configuration \(rate = 100.0 in the file, 200.0 here"):
         RobotResidualDynamicsLearner(NOMINAL, rate=200.0).load(tmp_path / "x")
+    RobotResidualDynamicsLearner(NOMINAL, rate=100).load(tmp_path / "x")  # the same options, an int
     with pytest.raises(ValueError, match="another learner"):
         PayloadResidualDynamicsLearner(NOMINAL).load(tmp_path / "x")
+    ResidualDynamicsLearner(NOMINAL, lam=1).save(tmp_path / "r")
+    ResidualDynamicsLearner(NOMINAL, lam=np.float32(1.0), delta=1000000).load(tmp_path / "r")
+    with pytest.raises(ValueError, match="another learner configuration"):
+        ResidualDynamicsLearner(NOMINAL, forgetting="exponential").load(tmp_path / "r")  # a static option
     PayloadResidualDynamicsLearner(NOMINAL).save(tmp_path / "p")  # a payload on link2 ...
     with pytest.raises(ValueError, match="another learner configuration"):
         PayloadResidualDynamicsLearner(NOMINAL, link="link1").load(tmp_path / "p")  # ... is not one on link1

@@ -44,6 +44,7 @@ A sample with a NaN or inf is skipped inside the step: the state is unchanged ex
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -618,16 +619,42 @@ def identity(learner) -> dict[str, str]:
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()[:16]
 
-    is_model = lambda x: isinstance(x, Model)  # noqa: E731
-    options = [x for x in jax.tree.leaves(learner, is_leaf=is_model) if not is_model(x)]
+    options = _options(learner)
+    structure = str(jax.tree.structure(learner, is_leaf=_is_model))
     model = learner.model
     return {
         "kind": type(learner).__name__,
         "robot": digest(model),
         "robot_name": f"{model.name} ({model.n} joints: {', '.join(model.joint_names)})",
-        "options": digest([*options, str(jax.tree.structure(learner, is_leaf=is_model))]),
+        "options": digest([*options.values(), structure]),
+        # the values themselves, so that equal options given as 1 or 1.0 (float32 or float64) match
+        "option_values": json.dumps({"structure": structure, **{k: np.asarray(v, float).tolist() for k, v in options.items()}}),
         "version": __version__,
     }
+
+
+def _is_model(x) -> bool:
+    return isinstance(x, Model)
+
+
+def _options(learner) -> dict:
+    """The learner's leaves but its model's, by their paths (``.lam``, ``.detector.h``)."""
+    flat = jax.tree_util.tree_flatten_with_path(learner, is_leaf=_is_model)[0]
+    return {jax.tree_util.keystr(path): leaf for path, leaf in flat if not _is_model(leaf)}
+
+
+def _other_options(stored: dict, expected: dict) -> str | None:
+    """What differs between the saved options and these (``None``: nothing but their types),
+    from the values a file keeps; a file without them differs by its hash alone."""
+    if "option_values" not in stored:
+        return "options"
+    saved, now = json.loads(stored["option_values"]), json.loads(expected["option_values"])
+    if saved.get("structure") != now["structure"] or saved.keys() != now.keys():
+        return "options"
+    for key in now:
+        if key != "structure" and not np.array_equal(np.asarray(saved[key], float), np.asarray(now[key], float)):
+            return f"{key.lstrip('.')} = {saved[key]} in the file, {now[key]} here"
+    return None
 
 
 def save_state(path, state, learner=None) -> None:
@@ -675,11 +702,15 @@ def load_state(path: str | Path, like, learner=None):
             raise ValueError(f"{path}: the state does not say which learner and robot it belongs to (saved without its "
                              "learner): it cannot be checked, so it is not loaded")
         expected = identity(learner)
-        for key, what in (("kind", "learner"), ("robot", "robot"), ("options", "learner configuration")):
+        for key, what in (("kind", "learner"), ("robot", "robot")):
             if stored.get(key) != expected[key]:
                 saved = stored.get("robot_name", "?") if key == "robot" else stored.get(key, "?")
                 now = expected["robot_name"] if key == "robot" else expected[key]
                 raise ValueError(f"{path}: a state of another {what} (saved for {saved}; this one is {now})")
+        differs = stored.get("options") != expected["options"] and _other_options(stored, expected)
+        if differs:
+            raise ValueError(f"{path}: a state of another learner configuration ({differs}; a state belongs to "
+                             "the options it was learned with)")
     names = [f"leaf_{i}" for i in range(len(leaves))]
     extra = files - set(names) - {f"identity_{k}" for k in stored}
     if any(name not in files for name in names) or extra:
