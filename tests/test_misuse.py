@@ -105,7 +105,15 @@ def test_state_files_know_what_they_belong_to(tmp_path):
     with pytest.raises(ValueError, match="another learner configuration"):
         PayloadResidualDynamicsLearner(NOMINAL, link="link1").load(tmp_path / "p")  # ... is not one on link1
     data = dict(np.load(tmp_path / "x"))
-    data["leaf_0"] = data["leaf_0"].copy()
+    data["leaf_0"] = data["leaf_0"] + 1.0  # an edit, finite
+    with open(tmp_path / "edited.npz", "wb") as f:
+        np.savez(f, **data)
+    with pytest.raises(ValueError, match="edited.npz: the state's arrays do not match the checksum"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "edited.npz")
+    del data["checksum"]  # as a file saved before the checksum: loads
+    with open(tmp_path / "older.npz", "wb") as f:
+        np.savez(f, **data)
+    RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "older.npz")
     data["leaf_0"][0] = np.nan
     with open(tmp_path / "nan.npz", "wb") as f:
         np.savez(f, **data)
@@ -126,6 +134,7 @@ def test_state_files_know_what_they_belong_to(tmp_path):
     data = dict(np.load(tmp_path / "x"))
     P = next(k for k, v in data.items() if v.ndim == 2 and v.shape[0] == v.shape[1] and v.shape[0] > 2)
     data[P] = -data[P]  # symmetric, finite, and no covariance
+    del data["checksum"]  # in a file saved before checksums, the covariance's own check
     with open(tmp_path / "negative.npz", "wb") as f:
         np.savez(f, **data)
     with pytest.raises(ValueError, match="not positive semi-definite"):

@@ -44,6 +44,7 @@ A sample with a NaN or inf is skipped inside the step: the state is unchanged ex
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import threading
@@ -604,20 +605,13 @@ def predict(learner: ResidualLearner, state: LearnerState, q, qd, qdd) -> jax.Ar
 
 def identity(learner) -> dict[str, str]:
     """What a learner state belongs to: the learner's kind, a hash of the robot (structure and
-    parameters), a hash of the learner's options (every other leaf and static field), and the
-    library's version."""
-    import hashlib
-
+    parameters), a hash of the learner's options (every other leaf and static field) and their
+    values, and the library's version."""
     from dense_armor import __version__
 
     def digest(tree) -> str:
         leaves, treedef = jax.tree.flatten(tree)
-        h = hashlib.sha256(str(treedef).encode())
-        for leaf in leaves:
-            a = np.asarray(leaf)
-            h.update(f"{a.dtype}{a.shape}".encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()[:16]
+        return _sha256(leaves, hashlib.sha256(str(treedef).encode())).hexdigest()[:16]
 
     options = _options(learner)
     structure = str(jax.tree.structure(learner, is_leaf=_is_model))
@@ -659,9 +653,11 @@ def _other_options(stored: dict, expected: dict) -> str | None:
 
 def save_state(path, state, learner=None) -> None:
     """Write a learner state pytree to the ``.npz`` file ``path`` (that very name, or an open
-    binary file), bit-exactly, with the :func:`identity` of ``learner`` when given."""
+    binary file), bit-exactly, with a checksum of its arrays and the :func:`identity` of
+    ``learner`` when given."""
     leaves = jax.tree.leaves(state)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
+    arrays["checksum"] = np.array(_checksum(arrays.values()))
     if learner is not None:
         arrays.update({f"identity_{k}": np.array(v) for k, v in identity(learner).items()})
     if hasattr(path, "write"):
@@ -675,7 +671,8 @@ def load_state(path: str | Path, like, learner=None):
     """Read a state written by :func:`save_state`, shaped like the template ``like``.
 
     Checks, before anything is returned: the file is an NPZ of this structure, shapes and
-    dtypes; with ``learner``, that it was saved for the same kind of learner, robot and options
+    dtypes, its arrays those its checksum was computed from (a file saved before checksums has
+    none); with ``learner``, that it was saved for the same kind of learner, robot and options
     (a file saved without its learner's identity is refused); every array is finite and each
     covariance symmetric positive semi-definite. Loading never executes code.
 
@@ -712,11 +709,13 @@ def load_state(path: str | Path, like, learner=None):
             raise ValueError(f"{path}: a state of another learner configuration ({differs}; a state belongs to "
                              "the options it was learned with)")
     names = [f"leaf_{i}" for i in range(len(leaves))]
-    extra = files - set(names) - {f"identity_{k}" for k in stored}
-    if any(name not in files for name in names) or extra:
-        raise ValueError(f"{path}: holds {len(files - {f'identity_{k}' for k in stored})} arrays, the learner's state has "
+    kept = {f"identity_{k}" for k in stored} | {"checksum"}
+    if any(name not in files for name in names) or files - set(names) - kept:
+        raise ValueError(f"{path}: holds {len(files - kept)} arrays, the learner's state has "
                          f"{len(leaves)}: a state of another learner or robot")
     arrays = [loaded[name] for name in names]
+    if "checksum" in files and str(loaded["checksum"]) != _checksum(arrays):  # files before it have none
+        raise ValueError(f"{path}: the state's arrays do not match the checksum saved with them: an edited or damaged state")
     for i, (old, new) in enumerate(zip(leaves, arrays)):
         if np.shape(old) != new.shape or jnp.result_type(old) != new.dtype:
             raise ValueError(
@@ -735,6 +734,20 @@ def load_state(path: str | Path, like, learner=None):
         if np.any(eig < -tol):
             raise ValueError(f"{path}: a covariance is not positive semi-definite: a damaged or edited state")
     return state
+
+
+def _sha256(arrays, h=None):
+    """SHA-256 (continuing ``h``) of the arrays' dtypes, shapes and bytes, in order."""
+    h = hashlib.sha256() if h is None else h
+    for a in map(np.asarray, arrays):
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h
+
+
+def _checksum(arrays) -> str:
+    """The state file's check on its arrays."""
+    return _sha256(arrays).hexdigest()
 
 
 def _covariances(state) -> list:
