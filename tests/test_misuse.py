@@ -73,8 +73,17 @@ def test_hyperparameters_are_checked_whatever_their_type(kwargs, message):
         ResidualDynamicsLearner(NOMINAL, **kwargs)
 
 
+@pytest.mark.parametrize("make", [ResidualDynamicsLearner, PayloadResidualDynamicsLearner,
+                                  lambda m: RobotResidualDynamicsLearner(m, rate=100.0)])
+def test_a_urdf_path_for_a_model_says_what_to_give(make):
+    with pytest.raises(TypeError, match=r"model: expected a RigidBodyModel or a Model .* got str; for a URDF file, RigidBodyModel\(path\)"):
+        make(write_minimal_urdf())
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"hampel_n_sigmas": -1.0, "trigger": "hampel"}, "n_sigmas"), ({"warmup_steps": -1}, "warmup_steps"),
+    ({"drift_h": -1.0, "trigger": "cusum"}, "CUSUM h"), ({"drift_k": -0.5, "trigger": "cusum"}, "CUSUM k"),
+    ({"innovation_h": 0.0, "trigger": "innovation"}, "Innovation h"),
 ])
 def test_negative_trigger_options_are_refused(kwargs, message):
     from dense_armor.utility.learn.online_dynamics import DriftAwareResidualDynamicsLearner

@@ -90,6 +90,15 @@ class HampelState(NamedTuple):
     count: jax.Array
 
 
+def _check_ranges(detector, rules: dict) -> None:
+    """A ``ValueError`` for the first of the detector's fields whose ``rules[name](value)`` is
+    false; fields built under a transformation (tracers) are not checked."""
+    for name, rule in rules.items():
+        value = getattr(detector, name)
+        if not isinstance(value, jax.core.Tracer) and not bool(np.all(rule(np.asarray(value)))):
+            raise ValueError(f"{type(detector).__name__} {name} out of range, got {np.asarray(value).tolist()!r}")
+
+
 class Hampel(eqx.Module):
     """Hampel identifier on a causal window (reference-free outlier trigger).
 
@@ -126,10 +135,7 @@ class Hampel(eqx.Module):
     def __check_init__(self):
         if not isinstance(self.radius, int) or self.radius < 1:
             raise ValueError(f"Hampel radius must be an int >= 1, got {self.radius!r}")
-        for name in ("n_sigmas", "min_sigma"):
-            value = getattr(self, name)
-            if not isinstance(value, jax.core.Tracer) and not bool(np.all(np.asarray(value) >= 0)):
-                raise ValueError(f"Hampel {name} must be >= 0, got {value!r}")
+        _check_ranges(self, {"n_sigmas": lambda v: v >= 0, "min_sigma": lambda v: v >= 0})
 
     def init(self, n: int, dtype: jnp.dtype | None = None) -> HampelState:
         """Empty state for ``n`` joints.
@@ -264,6 +270,7 @@ class CUSUM(eqx.Module):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"CUSUM {name} must be an int >= 1, got {v!r}")
+        _check_ranges(self, {"k": lambda v: v >= 0, "h": lambda v: v > 0, "min_std": lambda v: v > 0})
         if self.radius * self.ref_mult < 2:
             raise ValueError("CUSUM reference window radius * ref_mult must be >= 2")
         if not isinstance(self.two_sided, bool):
@@ -458,12 +465,7 @@ class Innovation(eqx.Module):
             "margin": lambda v: v >= 0,
             "min_sigma": lambda v: v >= 0,
         }
-        for name, rule in rules.items():
-            value = getattr(self, name)
-            if isinstance(value, jax.core.Tracer):
-                continue  # built under a transformation: not checked
-            if not bool(np.all(rule(np.asarray(value)))):
-                raise ValueError(f"Innovation {name} out of range, got {value!r}")
+        _check_ranges(self, rules)
 
     def init(self, n: int, dtype: jnp.dtype | None = None) -> InnovationState:
         """Fresh state for ``n`` joints (nothing seen, not armed).

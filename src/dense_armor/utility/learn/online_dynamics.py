@@ -23,6 +23,7 @@ import numpy as np
 from dense_armor import learners, payload, rls, robot_learner
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.learners import ResidualLearner, Sample, StepOutput
+from dense_armor.model import Model
 from dense_armor.robots import write_minimal_urdf
 
 __all__ = [
@@ -52,6 +53,15 @@ class Regressor(abc.ABC):
     @abc.abstractmethod
     def predict_one(self, x: Mapping[str, float]) -> float:
         """Predict the target of one sample."""
+
+
+def _functional(model) -> Model:
+    """The :class:`~dense_armor.model.Model` of a :class:`RigidBodyModel` (or a model itself)."""
+    model = getattr(model, "model", model)
+    if not isinstance(model, Model):
+        raise TypeError(f"model: expected a RigidBodyModel or a Model (parse_urdf), got {type(model).__name__}; "
+                        "for a URDF file, RigidBodyModel(path)")
+    return model
 
 
 class RecursiveLeastSquares(Regressor):
@@ -169,7 +179,7 @@ class ResidualDynamicsLearner:
     """
 
     def __init__(self, model, lam: float = 1.0, delta: float = 1e6, forgetting: str = "directional"):
-        learner = ResidualLearner(getattr(model, "model", model), lam=lam, delta=delta, forgetting=forgetting)
+        learner = ResidualLearner(_functional(model), lam=lam, delta=delta, forgetting=forgetting)
         self._init(model, learner)
         self.forgetting = forgetting
         self.lam = lam
@@ -339,7 +349,7 @@ class DriftAwareResidualDynamicsLearner(ResidualDynamicsLearner):
         if reopen is None:
             reopen = 10.0 if trigger == "innovation" else 0.0
         learner = ResidualLearner(
-            getattr(model, "model", model), lam=lam, delta=delta, detector=detector,
+            _functional(model), lam=lam, delta=delta, detector=detector,
             fast_lam=fast_lam, warmup_steps=warmup_steps, detector_warmup=detector_warmup,
             reopen=reopen, forgetting=forgetting,
         )
@@ -474,7 +484,7 @@ class PayloadResidualDynamicsLearner(_SharedParameters):
         if reopen is None:
             reopen = 100.0 if trigger == "innovation" else 0.0
         learner = payload.PayloadLearner(
-            getattr(model, "model", model), link, lam=lam, delta=delta, friction=friction,
+            _functional(model), link, lam=lam, delta=delta, friction=friction,
             forgetting=forgetting, detector=detector, reopen=reopen,
             fast_lam=fast_lam, warmup_steps=warmup_steps, detector_warmup=detector_warmup,
         )
@@ -541,7 +551,7 @@ class RobotResidualDynamicsLearner(_SharedParameters):
 
         detector = PayloadDetector(window=window, min_mass=min_mass) if detect_payload else None
         learner = robot_learner.RobotLearner(
-            getattr(model, "model", model), robot_learner.Prior() if prior is None else prior, rate=rate,
+            _functional(model), robot_learner.Prior() if prior is None else prior, rate=rate,
             coulomb_width=coulomb_width, lam=lam, detector=detector, link=link, consistent=consistent,
         )
         self._init(model, learner)
