@@ -193,6 +193,54 @@ def test_replay_csv_with_accelerations(capsys, arm):
     assert np.all(col["accepted"] == 1)
 
 
+def test_a_reader_that_goes_away_loses_no_file_and_files_get_the_umasks_mode(monkeypatch, arm):
+    """``dense-armor replay ... --report r.json | head -1``: the pipe closes after the first line;
+    the command still writes its files and exits 0. A new file is 0666 less the umask (mkstemp's
+    temporary files are 0600)."""
+
+    class Gone:
+        def write(self, text):
+            raise BrokenPipeError
+
+        def flush(self):
+            raise BrokenPipeError
+
+    log = _write_csv(arm["folder"] / "piped.csv", _columns(arm))
+    report, state = arm["folder"] / "piped.json", arm["folder"] / "piped.npz"
+    monkeypatch.setattr(sys, "stdout", Gone())
+    assert main(["replay", str(arm["urdf"]), str(log), "--report", str(report), "--state-out", str(state)]) == 0
+    assert json.loads(report.read_text())["samples"] == T and state.is_file()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert report.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_sigterm_stops_the_command_and_leaves_no_partial_file(capsys, arm):
+    """SIGTERM (a timeout, a cancelled job) mid-replay: status 143, the output not written, no
+    temporary file left beside it."""
+    import signal
+
+    log = _write_csv(arm["folder"] / "term.csv", _columns(arm))
+    folder = arm["folder"] / "term"
+    folder.mkdir()
+    calls = []
+
+    def progress(*args, **kwargs):  # the replay's first block: as if the job were cancelled then
+        calls.append(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    import dense_armor.cli.replay as cli_replay
+
+    original = cli_replay.replay_log
+    cli_replay.replay_log = lambda *a, **k: original(*a, **{**k, "progress": progress})
+    try:
+        code, _, err = _run(capsys, "replay", arm["urdf"], log, "--out", folder / "p.csv", "--chunk", 100)
+    finally:
+        cli_replay.replay_log = original
+    assert calls and code == 143 and "terminated" in err
+    assert list(folder.iterdir()) == []
+
+
 def test_replay_csv_without_accelerations_estimates_them(capsys, arm):
     cols = _columns(arm, acc=False, named=False, time=False)
     log = _write_csv(arm["folder"] / "noacc.csv", cols)

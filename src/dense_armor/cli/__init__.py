@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -147,19 +148,82 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version, usage errors
         return exit_.code if isinstance(exit_.code, int) else 0
+    stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
+    terminate = _on_sigterm()
     try:
         with jax.enable_x64(True), warnings.catch_warnings():
             warnings.showwarning = _warning
             return int(args.func(args) or 0)
-    except BrokenPipeError:
-        return 0
     except (UserError, URDFError, LogError, ValueError, OSError) as err:
         message = " ".join(str(err).split()) or type(err).__name__
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"{PROG}: error: out of memory", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 143
+    finally:
+        sys.stdout = stdout
+        terminate()
+
+
+class _Stdout:
+    """The command's ``sys.stdout``: once its reader has gone (``| head``), what is printed
+    goes nowhere and the command goes on, so that its files are still written."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        try:  # the interpreter flushes the real stdout at exit: into /dev/null, not the closed pipe
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream with no file (a test's capture)
+            fd = None
+        if fd is not None:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+        self.stream = open(os.devnull, "w")
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class _Terminated(Exception):
+    """SIGTERM (a timeout, a cancelled job): raised in the command, so that it cleans up as
+    for Ctrl-C (its partial files removed, the outputs left as they were)."""
+
+
+def _on_sigterm():
+    """Raise :class:`_Terminated` on SIGTERM while the command runs; returns the undoing (a
+    no-op outside the main thread, where Python takes no signal handler)."""
+
+    def raise_(signum, frame):
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_)
+    except ValueError:
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def console() -> int:

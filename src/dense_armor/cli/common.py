@@ -86,6 +86,16 @@ def fmt(x, digits=3) -> str:
 
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: The mode of a file the command writes: a new file's, ``0o666`` less the process's umask.
+_MODE = 0o666 & ~_umask()
+
+
 class Output:
     """A file a command writes, checked before any work and written whole or not at all.
 
@@ -116,6 +126,7 @@ class Output:
             raise UserError(f"{option} {path}: cannot write in {folder}: {err.strerror}") from None
         self.temp = Path(temp)
         self.handle = os.fdopen(fd, "wb")
+        os.chmod(fd, _MODE)  # mkstemp's file is private (0600); a new file of the command is not
 
     def __bool__(self) -> bool:
         return self.path is not None
