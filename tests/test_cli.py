@@ -352,6 +352,12 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "repeated.csv"], "the clock repeats 0.020000 s at sample 3"),
         (["replay", "{urdf}", "wrong_shape.npz"], "expected (T, 2)"),
         (["replay", "{urdf}", "no_tau.csv", "--lam", "1.5"], "argument --lam"),
+        (["replay", "{urdf}", "no_tau.csv", "--chunk", "0.5"], "argument --chunk: '0.5' is not a whole number of samples"),
+        (["replay", "{urdf}", "no_tau.csv", "--chunk", "1000000000"], "argument --chunk"),
+        (["replay", "{urdf}", "text.csv", "--learner", "robot", "--delta", "1e-3"], "--delta does not apply to --learner robot"),
+        (["replay", "{urdf}", "text.csv", "--learner", "payload", "--reopen", "5"], "--reopen does not apply to --learner payload"),
+        (["replay", "{urdf}", "text.csv", "--min-mass", "1"], "--min-mass does not apply to --learner five-feature"),
+        (["identify", "{urdf}", "text.csv", "-o", "{folder}/id.urdf", "--sidecar", "text.csv"], "--sidecar"),  # no .partial left
         (["replay", "{urdf}", "no_tau.csv", "--out", "/no/such/folder/x.csv"], "does not exist"),
         (["replay", "{urdf}", "text.csv", "--out", "text.csv"], "that is an input"),
         (["replay", "{urdf}", "text.csv", "--out", "{urdf}"], "that is an input"),

@@ -38,6 +38,7 @@ from dense_armor.cli.info import cmd_info
 from dense_armor.cli.learners import LEARNER_CLASSES, add_change_options, add_learner_options, add_run_options
 from dense_armor.cli.replay import add_log_options, cmd_identify, cmd_replay
 from dense_armor.logs import LogError
+from dense_armor.robot_learner import MEMORY
 from dense_armor.urdf import URDFError
 
 __all__ = ["build_parser", "console", "main"]
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--state-in", metavar="FILE", help="start from a learner state saved by --state-out")
     replay.add_argument("--state-out", metavar="FILE", help="save the learner's final state (to continue with --state-in)")
     add_log_options(replay)
-    add_learner_options(replay, "default: the documented classes', 1 but 0.99 for drift-aware")
+    add_learner_options(replay, f"default: the documented classes', 1 but 0.99 for drift-aware and a memory of {MEMORY:g} s for robot")
     replay.set_defaults(func=cmd_replay)
 
     identify = sub.add_parser(
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     identify.add_argument("--sidecar", metavar="FILE.json", help="the joint terms (default: the URDF's name with .json)")
     identify.add_argument("--link", help="the link carrying payloads (default: the last body)")
     add_log_options(identify)
-    add_learner_options(identify, "default 1")
+    add_learner_options(identify, f"default: a memory of {MEMORY:g} s")
     identify.set_defaults(func=cmd_identify, learner="robot")
 
     info = sub.add_parser(

@@ -47,6 +47,8 @@ nonnegative = _number(float, lambda v: v >= 0, "a number >= 0")
 forgetting_factor = _number(float, lambda v: 0 < v <= 1, "a forgetting factor in (0, 1]")
 count = _number(int, lambda v: v >= 1, "a whole number >= 1")
 natural = _number(int, lambda v: v >= 0, "a whole number >= 0")
+#: samples per ``lax.scan`` block: every block is padded to it, so a huge one is memory for nothing
+block_size = _number(int, lambda v: 1 <= v <= 100_000, "a whole number of samples from 1 to 100000")
 
 
 def alarm_text(alarm_times, limit=3) -> str:

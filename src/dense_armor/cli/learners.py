@@ -64,6 +64,21 @@ def options(kind: str, args) -> dict:
     return given
 
 
+def refuse_others(kind: str, args) -> None:
+    """A :class:`UserError` for a learner option given that the learner ``kind`` does not take
+    (it would be silently ignored: ``--delta`` for the robot learner)."""
+    takes = set(defaults(kind)) | {"no_payload" if kind == "robot" else "no_friction"}
+    if kind == "payload":
+        takes -= {"trigger", "reopen"}  # no trigger: nothing to respond with
+    elif kind == "drift-aware-payload":
+        takes |= set(_DETECTOR_OPTIONS[args.trigger].values())
+    # the rate is the log's, the trigger has a default: neither tells what was given
+    every = set().union(*map(defaults, LEARNER_CLASSES), {"no_payload", "no_friction"}) - {"rate", "trigger"}
+    for key in sorted(every - takes):
+        if getattr(args, key, None) not in (None, False):
+            raise UserError(f"--{key.replace('_', '-')} does not apply to --learner {kind}")
+
+
 def setting(kind: str, args, key: str):
     """The value of one keyword of the learner the command line builds."""
     return {**defaults(kind), **options(kind, args)}[key]

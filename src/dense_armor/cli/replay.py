@@ -16,7 +16,7 @@ import numpy as np
 
 from dense_armor import learners, robot_learner
 from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
-from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, setting
+from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, refuse_others, setting
 from dense_armor.dynamics import rnea
 from dense_armor.logs import TIME_UNITS, LogError, open_log
 from dense_armor.model import lock_joints, locked_positions
@@ -42,7 +42,7 @@ def _lock(text: str) -> tuple[str, float]:
 
 def add_log_options(p) -> None:
     """The options that read a log: robot, clock, derivatives, torque."""
-    from dense_armor.cli.common import positive
+    from dense_armor.cli.common import block_size, positive
 
     g = p.add_argument_group("log options")
     g.add_argument("--lock", type=_lock, action="append", default=[], metavar="JOINT=POSITION",
@@ -65,7 +65,7 @@ def add_log_options(p) -> None:
                    "{joint: gain}, or numbers)")
     g.add_argument("--strict", action="store_true", help="refuse a URDF whose link inertias are not physical")
     g.add_argument("--mimic", action="store_true", help=MIMIC_HELP)
-    g.add_argument("--chunk", type=positive, default=2000, help="samples per lax.scan block (default 2000)")
+    g.add_argument("--chunk", type=block_size, default=2000, help="samples per lax.scan block (default 2000)")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
 
@@ -122,7 +122,7 @@ def open_stream(args, model, fixed):
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
                       max_gap=args.max_gap, drop_repeated=args.drop_repeated, time_unit=args.time_unit,
-                      chunk=max(int(args.chunk), 1000))
+                      chunk=max(args.chunk, 1000))
     chunks = iter(stream)
     first = next(chunks, None)
     if first is None:
@@ -190,6 +190,7 @@ class Timing(NamedTuple):
 def _run(args, kind: str, make_sink=None):
     """Replay the log through the learner ``kind`` (``make_sink(model)``: the per-sample
     output, or ``None``): ``(model, locks, stream, learner, result, timing)`` (a :class:`Timing`)."""
+    refuse_others(kind, args)
     if getattr(args, "state_in", None) and not Path(args.state_in).is_file():
         raise UserError(f"--state-in {args.state_in}: no such file")
     model, locks, fixed = load_robot(args)
@@ -222,7 +223,7 @@ def _run(args, kind: str, make_sink=None):
     jax.monitoring.register_event_duration_secs_listener(listen)
     started = time.perf_counter()
     try:
-        result = replay_log(learner, state, chunks, block=int(args.chunk), progress=bar.update if bar else None, sink=sink,
+        result = replay_log(learner, state, chunks, block=args.chunk, progress=bar.update if bar else None, sink=sink,
                             window=1.0 if info.period else 1000.0)
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
@@ -464,12 +465,10 @@ def _fits(args, model, written, est, learner, w, block: int = 2000) -> tuple[flo
 
 def cmd_identify(args) -> int:
     """Learn the whole robot from a log; write its URDF and a sidecar with the joint terms."""
-    sidecar_path = args.sidecar or str(Path(args.output).with_suffix(".json"))
-    outputs = _outputs(args, ("urdf", "output", "-o", (".urdf",)))
-    args.sidecar_resolved = sidecar_path
-    sidecar = Output(sidecar_path, "--sidecar", [args.urdf, args.log], (".json",))
-    distinct(outputs["urdf"], sidecar)
-    args.learner, args.state_in, args.lam = "robot", None, None
+    sidecar_path = args.sidecar_resolved = args.sidecar or str(Path(args.output).with_suffix(".json"))
+    args.learner, args.state_in = "robot", None
+    outputs = _outputs(args, ("urdf", "output", "-o", (".urdf",)), ("sidecar", "sidecar_resolved", "--sidecar", (".json",)))
+    sidecar = outputs["sidecar"]
     try:
         model, locks, stream, learner, result, elapsed = _run(args, "robot")
         with jax.enable_x64(True):
@@ -497,7 +496,7 @@ def cmd_identify(args) -> int:
             print(f"the payload changed {changes} in the log (the last at t = {result.alarms[-1]:g} s): the written URDF "
                   f"is the robot since the last change")
         elif written > CONSISTENCY_COST * unconstrained:
-            print(f"warning: making the bodies physically consistent costs fit ({written:.4g} against {unconstrained:.4g} "
+            print(f"{PROG}: warning: making the bodies physically consistent costs fit ({written:.4g} against {unconstrained:.4g} "
                   f"N m over the log): its torques are not a rigid robot's (an effect the model lacks, a joint's axis or "
                   f"origin wrong in the URDF, torques of the wrong sign)", file=sys.stderr)
         outputs["urdf"].commit()
