@@ -258,26 +258,29 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         how.append(f"resampled at {info.resample:g} Hz")
     timing = f"{D:.4g} s at {rate:.4g} Hz" if info.period else "no time stamps"
     print(f"{PROG} replay: {info.source}: {result.samples} samples, {timing}" + (", " + ", ".join(how) if how else ""))
+    at = lambda t: f"{t - result.start:.6g} s"  # noqa: E731  (from the first stamp: a bag's are epoch seconds)
     bridged = [g for g in info.gaps if g.bridged]
     split = [g for g in info.gaps if not g.bridged]
     clock = f"  clock: {len(bridged)} gaps bridged"
     if bridged:
         g = max(bridged, key=lambda g: g.step)
-        clock += f" (longest {1e3 * g.step:.3g} ms at sample {g.index}, t = {g.t:.6g} s)"
+        clock += f" (longest {1e3 * g.step:.3g} ms at sample {g.index}, {at(g.t)})"
     if split:
         clock += f"; {len(split)} too long to bridge, log split into {info.segments} segments (at " + \
-            ", ".join(f"sample {g.index}, t = {g.t:.6g} s" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
+            ", ".join(f"sample {g.index}, {at(g.t)}" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
     if info.skipped:
         clock += f"; {info.skipped} rows with NaN or inf skipped"
     if info.other:
         clock += f"; {info.other} messages without the robot's joints (another publisher's) skipped"
     if info.repeated:
         row, t = info.first_repeated
-        clock += f"; {info.repeated} rows repeating a stamp dropped (the first at sample {row}, t = {t:.6g} s)"
+        clock += f"; {info.repeated} rows repeating a stamp dropped (the first at sample {row}, {at(t)})"
     print(clock)
     locked = f"; locked {', '.join(f'{k}={v:g}' for k, v in locks.items())}" if locks else ""
     print(f"  robot {model.name!r} ({model.n} joints: {', '.join(names)}{locked}); learner {_label(args)}")
-    phases = [("all", 0.0, np.inf)] + ([(f"Q{k + 1}", k * D / 4, (k + 1) * D / 4 if k < 3 else np.inf) for k in range(4)] if D > 0 else [])
+    # quarters of the log in whole score windows, so that no window counts in two
+    edges = [round(k * len(scores.count) / 4) for k in range(5)]
+    phases = [("all", 0.0, np.inf)] + [(f"Q{k + 1}", edges[k], edges[k + 1]) for k in range(4)]
     rows = [["nominal URDF", *(fmt(scores.rmse(a, b)[0]) for _, a, b in phases)],
             ["learner (prequential)", *(fmt(scores.rmse(a, b)[1]) for _, a, b in phases)]]
     for j, name in enumerate(names):
@@ -286,8 +289,10 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     print(table(["torque RMSE [N m]", *[p[0] for p in phases]], rows))
     harmful = scores.harmful(HARM)
     windows = sum(1 for c in scores.count if c)
-    print(f"one-second windows with the learner over {100 * HARM:g} % worse than the URDF: {len(harmful)} of {windows}"
-          + (f" (at {', '.join(f'{k} s' for k in harmful[:5])}{'...' if len(harmful) > 5 else ''})" if harmful else ""))
+    unit = "s" if info.period else "x 1000 samples"
+    print(f"{'one-second' if info.period else '1000-sample'} windows with the learner over {100 * HARM:g} % worse than "
+          f"the URDF: {len(harmful)} of {windows}"
+          + (f" (at {', '.join(f'{k} {unit}' for k in harmful[:5])}{'...' if len(harmful) > 5 else ''})" if harmful else ""))
     if result.rejected:
         print(f"skipped {result.rejected} samples with NaN or inf")
     if result.nonfinite:
@@ -303,20 +308,20 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         "segments": info.segments, "skipped_rows": info.skipped, "other_messages": info.other, "repeated_rows": info.repeated, "rejected": result.rejected,
         "nonfinite_predictions": result.nonfinite,
         "rmse_nominal": scores.rmse()[0], "rmse_learner": scores.rmse()[1],
-        "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0))),
+        "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0) if info.period else (None, None))),
         "rmse_per_joint": {name: dict(zip(("nominal", "learner"), scores.rmse(joint=j))) for j, name in enumerate(names)},
         "harmful_windows_s": harmful, "windows": windows, "alarms_s": result.alarms,
         "replay_s": elapsed.total, "compile_s": elapsed.compiling,
     }
     detector = getattr(learner, "detector", None) is not None
     if detector:
-        print(f"{'payload' if isinstance(learner, robot_learner.RobotLearner) else 'drift'} alarms [s]: "
-              f"{alarm_text(result.alarms, limit=8)}")
+        print(f"{'payload' if isinstance(learner, robot_learner.RobotLearner) else 'drift'} alarms [s from the start]: "
+              f"{alarm_text([t - result.start for t in result.alarms], limit=8)}")
     if isinstance(learner, robot_learner.RobotLearner):
         changes = _changes(result)
         data["payload_changes"] = changes
         for c in changes:
-            print(f"  payload change at {c['t_s']:.6g} s: {c['mass_kg']:+.4g} +- {c['mass_std_kg']:.2g} kg, centre of "
+            print(f"  payload change at {at(c['t_s'])}: {c['mass_kg']:+.4g} +- {c['mass_std_kg']:.2g} kg, centre of "
                   f"mass ({', '.join(f'{x:.3g}' for x in c['com_m'])}) m in {learner.link}")
         with jax.enable_x64(True):
             est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
@@ -384,7 +389,7 @@ def cmd_replay(args) -> int:
             rows[0].finish()
             print(f"per-sample predictions and errors written to {args.out}")
         if outputs["report"]:
-            outputs["report"].handle.write(json.dumps(data, indent=2, default=_json).encode())
+            outputs["report"].handle.write(_json(data))
             outputs["report"].commit()
             print(f"report written to {args.report}")
         if outputs["state"]:
@@ -401,12 +406,20 @@ def cmd_replay(args) -> int:
     return 0
 
 
-def _json(x):
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    raise TypeError(f"not JSON: {type(x).__name__}")
+def _json(data) -> bytes:
+    """The data as JSON text: NumPy values as Python's, and a NaN or inf (a window with no
+    sample, a quantity not estimated) as null, which every JSON reader takes."""
+
+    def plain(x):
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple, np.ndarray)):
+            return [plain(v) for v in x]
+        if isinstance(x, np.generic):
+            x = x.item()
+        return None if isinstance(x, float) and not np.isfinite(x) else x
+
+    return json.dumps(plain(data), indent=2, allow_nan=False).encode()
 
 
 def _plot(plt, path, result, names):
@@ -485,7 +498,7 @@ def cmd_identify(args) -> int:
                 "source": {"log": str(args.log), "samples": result.samples,
                            "rmse_nominal": nominal, "rmse_learner": learned, "rmse_written": written,
                            "rmse_unconstrained": unconstrained}}
-        sidecar.handle.write(json.dumps(side, indent=2).encode())
+        sidecar.handle.write(_json(side))
         print(f"{PROG} identify: {stream.info.source}: {result.samples} samples (replayed in {elapsed.total:.1f} s)")
         print(robot_learner.summary(learner, est))
         print(f"RMSE over the log, N m: the written URDF with its sidecar {written:.4g}, the learned parameters before "
@@ -493,7 +506,8 @@ def cmd_identify(args) -> int:
               f"predicting each sample before learning it {learned:.4g}")
         if result.alarms:
             changes = f"{len(result.alarms)} time{'s' if len(result.alarms) > 1 else ''}"
-            print(f"the payload changed {changes} in the log (the last at t = {result.alarms[-1]:g} s): the written URDF "
+            print(f"the payload changed {changes} in the log (the last {result.alarms[-1] - result.start:.6g} s from its "
+                  f"start): the written URDF "
                   f"is the robot since the last change")
         elif written > CONSISTENCY_COST * unconstrained:
             print(f"{PROG}: warning: making the bodies physically consistent costs fit ({written:.4g} against {unconstrained:.4g} "
