@@ -112,7 +112,7 @@ def load_robot(args):
     for name, value in locks.items():
         lower, upper = (float(np.asarray(limit)[model.joint_names.index(name)]) for limit in (model.lower, model.upper))
         if not lower <= value <= upper:  # a position in mm, or in degrees
-            print(f"warning: --lock {name}={value:g} is outside the joint's limits [{lower:g}, {upper:g}]", file=sys.stderr)
+            print(f"{PROG}: warning: --lock {name}={value:g} is outside the joint's limits [{lower:g}, {upper:g}]", file=sys.stderr)
     return locked, locks, locked_positions(model, locks)
 
 
@@ -253,7 +253,9 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     rate = 1.0 / info.period if info.period else float("nan")
     how = []
     if info.estimated:
-        how.append(f"{'/'.join(info.estimated)} estimated ({info.derivative}, {info.cutoff:g} Hz low-pass)")
+        filtered = not info.period or info.cutoff < 0.5 / info.period
+        low = f"{info.cutoff:g} Hz low-pass" if filtered else f"no low-pass: {info.cutoff:g} Hz is above Nyquist"
+        how.append(f"{'/'.join(info.estimated)} estimated ({info.derivative}, {low})")
     if info.resample:
         how.append(f"resampled at {info.resample:g} Hz")
     timing = f"{D:.4g} s at {rate:.4g} Hz" if info.period else "no time stamps"
@@ -296,7 +298,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     if result.rejected:
         print(f"skipped {result.rejected} samples with NaN or inf")
     if result.nonfinite:
-        print(f"warning: {result.nonfinite} predictions were not finite (the learner diverged); they are scored as the "
+        print(f"{PROG}: warning: {result.nonfinite} predictions were not finite (the learner diverged); they are scored as the "
               f"URDF's torque", file=sys.stderr)
         print(f"{result.nonfinite} non-finite predictions, scored as the URDF's")
     data = {
