@@ -29,3 +29,20 @@ def test_a_controller_that_knows_the_robot_tracks_it_and_one_that_does_not_misse
     _, blind = simulate(nominal, real, ref, 0.002, 400.0, 40.0)
     assert np.abs(np.asarray(exact.error)).max() < 2e-3  # discretisation only
     assert np.abs(np.asarray(blind.error))[-1].max() > 5e-3  # the payload's weight: a steady miss
+
+
+def test_a_learner_starts_from_its_own_initial_state_and_bad_gains_are_named():
+    import jax.numpy as jnp
+    import pytest
+
+    from dense_armor.learners import ResidualLearner
+
+    nominal = two_link_arm("vertical")
+    real = attach_payload(nominal, "link2", 0.5, com=(0.5, 0.0, 0.0))
+    ref = minimum_jerk([[-1.2, 1.0], [-0.3, 0.8]], move_time=0.1, hold_time=0.1, dt=0.002)
+    learner = ResidualLearner(nominal, lam=0.99)
+    default, a = simulate(nominal, real, ref, 0.002, 400.0, 40.0, learner)
+    given, b = simulate(nominal, real, ref, 0.002, 400.0, 40.0, learner, learner.init(jnp.asarray(ref.q).dtype))
+    np.testing.assert_array_equal(np.asarray(a.tau), np.asarray(b.tau))
+    with pytest.raises(ValueError, match=r"kp: expected a scalar or \(2,\) gains, got shape \(3,\)"):
+        simulate(nominal, real, ref, 0.002, [1.0, 2.0, 3.0], 40.0)

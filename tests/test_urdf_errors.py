@@ -252,6 +252,10 @@ def test_missing_file_names_the_path(tmp_path):
     with pytest.raises((ValueError, OSError)) as err:
         parse_urdf(path)
     assert str(path) in str(err.value)
+    with pytest.raises(URDFError, match="an empty URDF"):
+        parse_urdf("")
+    with pytest.raises(URDFError, match=f"{tmp_path}: a folder, not a URDF file"):
+        parse_urdf(tmp_path)
 
 
 @pytest.mark.parametrize("gravity", [(0, float("nan"), 0), (0, 0, float("inf")), (0, -9.81), ("a", 0, 0), None])

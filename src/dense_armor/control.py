@@ -118,7 +118,7 @@ def simulate(
         kp, kd: scalar or (n,) gains, 1/s^2 and 1/s.
         learner: ``None`` (nominal model only), or a learner with ``predict(state, q, qd, qdd)``
             and ``step(state, Sample)`` (e.g. :class:`~dense_armor.learners.ResidualLearner`).
-        state: the learner's initial state.
+        state: the learner's initial state (default ``learner.init(dtype)``, the reference's dtype).
         viscous, coulomb: scalar or (n,) friction of the real robot, ``viscous qd +
             coulomb sign(qd)``.
         noise: ``None`` or (T, n) torque-sensor noise added to the torque the learner learns.
@@ -134,6 +134,11 @@ def simulate(
     n = q_ref.shape[1]
     noise = jnp.zeros_like(q_ref) if noise is None else jnp.asarray(noise, dtype)
     kp, kd, dt = (jnp.asarray(v, dtype) for v in (kp, kd, dt))
+    for name, gain in (("kp", kp), ("kd", kd)):
+        if gain.shape not in ((), (n,)):
+            raise ValueError(f"{name}: expected a scalar or ({n},) gains, got shape {gain.shape}")
+    if learner is not None and state is None:
+        state = learner.init(dtype)
     viscous, coulomb = (jnp.broadcast_to(jnp.asarray(v, dtype), (n,)) for v in (viscous, coulomb))
 
     def tick(carry, xs):

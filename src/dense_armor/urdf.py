@@ -118,7 +118,11 @@ def parse_urdf(source: str | os.PathLike, gravity=DEFAULT_GRAVITY, *, strict: bo
 def _read(source) -> tuple[str, str]:
     if isinstance(source, str) and source.lstrip().startswith("<"):
         return source, "<URDF string>"
+    if isinstance(source, str) and not source.strip():
+        raise URDFError("an empty URDF: neither a path nor XML text")
     path = Path(source)
+    if path.is_dir():
+        raise URDFError(f"{path}: a folder, not a URDF file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such URDF file")
     raw = path.read_bytes()
