@@ -231,19 +231,15 @@ class Learner(eqx.Module):
     def prepare(self, sample: Sample, dtype) -> Prepared:
         """Check, validate and featurise one sample: no state involved.
 
-        A sample with a NaN or inf, or whose nominal torque overflows (a finite but absurd
-        reading: ``qd^2`` past the dtype's range), is zeroed (its features stay finite) and
-        marked invalid.
+        A sample with a NaN or inf is zeroed (its features stay finite) and marked invalid; one
+        whose update overflows (a finite but absurd reading, ``qd^2`` past the dtype's range) is
+        rejected by :func:`commit`.
         """
         _, (tau,) = self.model.check(tau=sample.tau)
         arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
         valid = finite(*arrays)
         q, qd, qdd, tau = (jnp.where(valid, a, 0) for a in arrays)
         x, nominal = self.features(q, qd, qdd, dtype)
-        # checked on the nominal torque alone: a second reader of x would compute it twice (XLA
-        # fuses its producer into each), and what overflows x (qd^2) overflows the torque
-        valid = valid & finite(nominal)
-        x, nominal, tau = (jnp.where(valid, a, 0) for a in (x, nominal, tau))
         return Prepared(x=x, target=tau - nominal, nominal=nominal, valid=valid)
 
     @full_precision
@@ -359,11 +355,14 @@ def finite(*arrays) -> jax.Array:
 def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
     """Finish a prequential step: keep ``learned`` for a valid sample, else ``state`` with one
     more rejection (the detector's own state already ignored it), and the step's outputs (NaN
-    for a rejected sample; ``extra`` as given). A sample whose update overflowed (finite but
-    absurd features) is rejected too: it never reaches ``w``."""
-    valid = valid & finite(learned.rls.w)
+    for a rejected sample; ``extra`` as given). A sample whose update overflowed (a finite but
+    absurd reading) is rejected too, and the detector's state restored: it never reaches the
+    state."""
+    overflow = ~finite(learned.rls.w)
+    valid = valid & ~overflow
     new = jax.tree.map(lambda a, b: jnp.where(valid, a, b), learned, state)
-    new = new._replace(rejected=state.rejected + (~valid), detector=learned.detector)
+    detector = jax.tree.map(lambda a, b: jnp.where(overflow, b, a), learned.detector, state.detector)
+    new = new._replace(rejected=state.rejected + (~valid), detector=detector)
     nan = jnp.full_like(nominal, jnp.nan)
     output = StepOutput(
         prediction=jnp.where(valid, nominal + residual, nan),
