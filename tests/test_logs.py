@@ -62,17 +62,6 @@ def test_named_and_indexed_columns_csv_and_npz_agree(tmp_path):
     np.testing.assert_allclose(c.qdd, a.qdd, atol=1e-6)  # the CSV holds 9 digits
 
 
-@pytest.mark.parametrize("jitter", [0.0, 0.1])
-def test_the_period_of_a_clock_that_drops_packets_is_its_own(tmp_path, jitter):
-    """One packet in 40 dropped (a step of two periods, not a gap): the period is still 10 ms
-    (the mean step was 1.1-1.6 % longer), so that a learner's rate (to 3 digits) and a state
-    saved for it are the robot's."""
-    t, q, qd, qdd, tau = _motion(rate=100.0, seconds=20.0, jitter=jitter)
-    keep = np.arange(len(t)) % 40 != 17
-    log = load_log(_csv(tmp_path / "drops.csv", _columns(t[keep], q[keep], tau[keep])), JOINTS)
-    assert log.info.period == pytest.approx(0.01, rel=2e-3) and f"{1 / log.info.period:.3g}" == "100"
-
-
 def test_jittered_clock_is_differentiated_on_its_stamps(tmp_path):
     t, q, qd, qdd, tau = _motion(rate=100.0, jitter=0.3)
     log = load_log(_csv(tmp_path / "jitter.csv", _columns(t, q, tau)), JOINTS)

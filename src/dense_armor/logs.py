@@ -24,8 +24,7 @@ Clock. Stamps must increase strictly: a decreasing stamp is an error naming the 
 is a repeated one unless ``drop_repeated`` drops the samples that repeat the stamp before them
 (a message published twice; counted and reported). Steps jitter (0.7-1.6 times the median step
 is normal on a host clock); a step over :data:`GAP` times the median is a gap (dropped
-packets); the period is the mean of the other steps of the first chunk, one of about two median
-steps (a single dropped packet) counted as two periods. Gaps up to ``max_gap``
+packets); the period is the mean of the other steps of the first chunk. Gaps up to ``max_gap``
 seconds (default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a
 longer gap splits the log into segments: the derivatives restart, the learner keeps its state.
 Every gap is reported by sample index and time. Without a ``t`` column the sampling period must
@@ -93,7 +92,7 @@ class LogInfo:
         joints: the model's joints, in its order.
         logged: the quantities the log has (``"t"`` included when it has stamps).
         estimated: the derivatives estimated (``"qd"``, ``"qdd"``).
-        period: the sampling period, s: the mean period between the gaps (``None`` for a log without stamps or period:
+        period: the sampling period, s: the mean step without gaps (``None`` for a log without stamps or period:
             its ``t`` is then the sample index).
         derivative: ``"zero-phase"``, ``"causal"`` or ``None`` (nothing estimated).
         cutoff: the differentiator's cut-off, Hz.
@@ -498,12 +497,10 @@ class LogStream:
                 raise LogError(f"{info.source}: the given sampling period {period:g} s disagrees with the log's "
                                f"'t' column (median step {np.median(steps):.6g} s)")
         elif len(steps):
-            # the mean step without the gaps, a step of about two periods (one dropped packet)
-            # counted as two: the median of a jittered clock's steps is off by a percent or so,
-            # and a mean over 1 % of dropped packets would be 1 % long
+            # the mean step without the gaps: the median of a jittered clock's steps is off by
+            # a percent or so, the mean is not
             median = float(np.median(steps))
-            kept = steps[steps <= GAP * median]
-            period = float(np.sum(kept) / max(np.sum(np.rint(kept / median)), 1.0))  # a late stamp, an early one: 2
+            period = float(np.mean(steps[steps <= GAP * median]))
             if period > MAX_PERIOD:
                 raise LogError(f"{info.source}: the stamps step by {period:.6g} s ({1 / period:.3g} Hz), too slow for a "
                                f"robot's log: are they in seconds? Stamps in ms, us or ns: --time-unit (time_unit=)")
