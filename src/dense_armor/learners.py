@@ -348,8 +348,13 @@ class ResidualLearner(Learner):
 
 def finite(*arrays) -> jax.Array:
     """() bool: every entry of every array is finite."""
-    # x * 0 is NaN exactly for NaN and inf, so one sum checks them all
-    return jnp.isfinite(sum(dot_last(a.reshape(-1), jnp.zeros(a.size, a.dtype)) for a in arrays))
+
+    def nan_if_not(a):  # x * 0 is NaN exactly for NaN and inf; summed an axis at a time (fusible)
+        while a.ndim:
+            a = dot_last(a, jnp.zeros_like(a))
+        return a
+
+    return jnp.isfinite(sum(nan_if_not(jnp.asarray(a)) for a in arrays))
 
 
 def commit(state, learned, valid, nominal, residual, error, alarm, extra=None):
