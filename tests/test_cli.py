@@ -481,6 +481,15 @@ def test_state_out_then_in_continues_bit_exactly(capsys, wall):
         assert sorted(a.files) == sorted(b.files)
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])
+    # the next log of the robot drops packets (a 2 % rate's worth): the state goes on at its rate
+    kept = np.arange(half, len(wall["t"])) % 25 != 7
+    lossy = _write_csv(f / "lossy.csv", {k: v[half:][kept] for k, v in cols.items()})
+    code, out, _ = _run(capsys, "replay", wall["urdf"], lossy, *common, "--state-in", f / "a.npz")
+    assert code == 0 and "at 196.1 Hz" in out and "rate 200 Hz" in out
+    # a log at another rate is another configuration of the learner
+    slow = _write_csv(f / "slow.csv", {k: v[half::2] for k, v in cols.items()})
+    code, _, err = _run(capsys, "replay", wall["urdf"], slow, *common, "--state-in", f / "a.npz")
+    assert code == 2 and "rate = 200.0 in the file, 100.0 here" in err
     # another robot's state is refused before anything is written
     code, _, err = _run(capsys, "replay", ROOT / "tests" / "missing.urdf", first, *common, "--state-in", f / "a.npz")
     assert code == 2

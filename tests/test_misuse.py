@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dense_armor import parse_urdf
+from dense_armor import learners, parse_urdf
 from dense_armor.dynamics import frame_jacobian
 from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
 from dense_armor.robots import minimal_urdf
@@ -99,6 +99,7 @@ def test_state_files_know_what_they_belong_to(tmp_path):
     learner.save(tmp_path / "x")  # one name in, the same name out
     assert (tmp_path / "x").is_file() and not (tmp_path / "x.npz").exists()
     RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "x")
+    assert learners.saved_options(tmp_path / "x")[".rate"] == 100.0
     with pytest.raises(ValueError, match="another robot"):
         RobotResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf(payload_mass=0.1)), rate=100.0).load(tmp_path / "x")
     with pytest.raises(ValueError, match=r"another learner configuration \(rate = 100.0 in the file, 200.0 here"):

@@ -673,6 +673,36 @@ def save_state(path, state, learner=None) -> None:
         np.savez(f, **arrays)
 
 
+def saved_options(path: str | Path) -> dict:
+    """The options a state file was saved with, by their paths in the learner (``{".rate": 1000.0,
+    ...}``); empty for a file saved without its learner (or before option values were kept).
+
+    Raises:
+        ValueError: the file is not a learner state file.
+    """
+    stored = _read(path)[1]
+    values = json.loads(stored.get("option_values", "{}"))
+    values.pop("structure", None)
+    return values
+
+
+def _read(path):
+    """A state file's arrays and its identity (``{}`` when saved without one)."""
+    import zipfile
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a .npy file: one array
+            raise ValueError("a single array")
+        with data:
+            loaded = {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path}: not a learner state file (an NPZ written by save): {err}") from None
+    return loaded, {k[len("identity_") :]: str(v) for k, v in loaded.items() if k.startswith("identity_")}
+
+
 def load_state(path: str | Path, like, learner=None):
     """Read a state written by :func:`save_state`, shaped like the template ``like``.
 
@@ -685,21 +715,9 @@ def load_state(path: str | Path, like, learner=None):
     Raises:
         ValueError: naming the file and what does not match.
     """
-    import zipfile
-
     leaves, treedef = jax.tree.flatten(like)
-    try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):  # a .npy file: one array
-            raise ValueError("a single array")
-        with data:
-            files = set(data.files)
-            loaded = {k: data[k] for k in files}
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path}: not a learner state file (an NPZ written by save): {err}") from None
-    stored = {k[len("identity_") :]: str(v) for k, v in loaded.items() if k.startswith("identity_")}
+    loaded, stored = _read(path)
+    files = set(loaded)
     if learner is not None:
         if not stored:
             raise ValueError(f"{path}: the state does not say which learner and robot it belongs to (saved without its "

@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--report", metavar="FILE.json", help="write the summary, alarms, payload changes and the "
                         "physical estimate as JSON")
     replay.add_argument("--plot", metavar="FILE.png", help="draw the prediction error over the log")
-    replay.add_argument("--state-in", metavar="FILE", help="start from a learner state saved by --state-out")
+    replay.add_argument("--state-in", metavar="FILE", help="start from a learner state saved by --state-out (it keeps its rate when the log's is within 2 %%)")
     replay.add_argument("--state-out", metavar="FILE", help="save the learner's final state (to continue with --state-in)")
     add_log_options(replay)
     add_learner_options(replay, f"default: the documented classes', 1 but 0.99 for drift-aware and a memory of {MEMORY:g} s for robot")

@@ -24,6 +24,9 @@ from dense_armor.replay import blocks, replay_log
 from dense_armor.urdf import parse_urdf, with_inertials
 
 HARM = 0.1  # a second in which the learner is over 10 % worse than the URDF is harmful
+# a log's rate within 2 % of a saved state's is the same robot's: a clock's estimate moves with
+# its jitter and dropped packets, and 3 digits of it jump at 1000 Hz (999 below, 1e3 above)
+RATE_TOLERANCE = 0.02
 
 
 # ----------------------------------------------------------------------------- options
@@ -187,6 +190,18 @@ class Timing(NamedTuple):
     compiling: float
 
 
+def _continued_rate(path, rate: float | None) -> float | None:
+    """The rate a saved state goes on at: its own when this log's is within :data:`RATE_TOLERANCE`
+    of it (one robot's rate, estimated from two logs' jittered clocks that drop packets)."""
+    try:
+        saved = learners.saved_options(path).get(".rate")
+    except (OSError, ValueError):
+        return rate  # loading the state says what is wrong with the file
+    if rate is not None and isinstance(saved, float) and abs(rate - saved) <= RATE_TOLERANCE * saved:
+        return saved
+    return rate
+
+
 def _run(args, kind: str, make_sink=None):
     """Replay the log through the learner ``kind`` (``make_sink(model)``: the per-sample
     output, or ``None``): ``(model, locks, stream, learner, result, timing)`` (a :class:`Timing`)."""
@@ -201,6 +216,8 @@ def _run(args, kind: str, make_sink=None):
     # the nominal rate, to 3 digits: the learner's time constants need no more, and a state saved
     # from one log of a robot continues on the next (the rate is one of its options)
     args.rate = args.resample or (float(f"{1.0 / info.period:.3g}") if info.period else None)
+    if args.state_in:
+        args.rate = _continued_rate(args.state_in, args.rate)
     learner = build_learner(kind, model, args)
     if args.state_in:
         with jax.enable_x64(True):
