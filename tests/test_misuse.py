@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 
@@ -71,6 +72,14 @@ def test_rls_validates_before_it_changes_anything():
 def test_hyperparameters_are_checked_whatever_their_type(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ResidualDynamicsLearner(NOMINAL, **kwargs)
+
+
+@pytest.mark.parametrize("q, message", [([0.5j, 0.0], "q: expected real numbers, got complex128"),
+                                         (["0.1", "x"], "q: expected real numbers, got <U3"),
+                                         ([[0.1], [0.1, 0.2]], "q: not an array of numbers")])
+def test_the_model_refuses_what_is_not_real_numbers_naming_the_argument(q, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        NOMINAL.inverse_dynamics(q, [0.0, 0.0], [0.0, 0.0])
 
 
 @pytest.mark.parametrize("make", [ResidualDynamicsLearner, PayloadResidualDynamicsLearner,

@@ -24,12 +24,16 @@ def as_float64(value, name: str, n: int | None = None):
     NumPy-converted on the host; a JAX array or tracer (``jax.jit`` around a method) is cast.
 
     Raises:
-        ValueError: naming the argument and the expected length.
+        ValueError: naming the argument: not real numbers (text, complex), or not of length ``n``.
     """
-    if isinstance(value, jax.Array):
-        value = value.astype(np.float64)
-    else:
-        value = np.asarray(value, dtype=np.float64)
+    if not isinstance(value, jax.Array):
+        try:
+            value = np.asarray(value)
+        except (TypeError, ValueError) as err:  # ragged nesting
+            raise ValueError(f"{name}: not an array of numbers ({err})") from None
+    if value.dtype.kind not in "biuf":  # a complex value's imaginary part would be dropped
+        raise ValueError(f"{name}: expected real numbers, got {value.dtype}")
+    value = value.astype(np.float64) if isinstance(value, jax.Array) else np.asarray(value, np.float64)
     if n is not None and value.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},) for the {n} joints, got {tuple(value.shape)}")
     return value
