@@ -328,6 +328,7 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
     t = np.array([0.0, 0.01, 0.02, 0.02, 0.04, 0.05])
     _write_csv(folder / "repeated.csv", {"t": t, "q0": t, "q1": t, "tau0": t, "tau1": t})
     _write_csv(folder / "milliseconds.csv", {"t": 10 * np.arange(6), "q0": t, "q1": t, "tau0": t, "tau1": t})  # 100 Hz in ms
+    _write_csv(folder / "timed.csv", {"t": 0.01 * np.arange(6), "q0": t, "q1": t, "tau0": t, "tau1": t})  # 100 Hz
     one = np.ones(5)
     _write_csv(folder / "no_t_full.csv", {f"{k}{j}": one for k in ("q", "qd", "qdd", "tau") for j in range(2)})
     np.savez(folder / "wrong_shape.npz", q=np.zeros((5, 3)), tau=np.zeros((5, 3)))
@@ -359,6 +360,8 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "text.csv", "--learner", "robot", "--delta", "1e-3"], "--delta does not apply to --learner robot"),
         (["replay", "{urdf}", "text.csv", "--learner", "payload", "--reopen", "5"], "--reopen does not apply to --learner payload"),
         (["replay", "{urdf}", "text.csv", "--min-mass", "1"], "--min-mass does not apply to --learner five-feature"),
+        (["replay", "{urdf}", "text.csv", "--learner", "drift-aware", "--hampel-radius", "5"],
+         "--hampel-radius does not apply to --learner drift-aware --trigger innovation"),
         (["identify", "{urdf}", "text.csv", "-o", "{folder}/id.urdf", "--sidecar", "text.csv"], "--sidecar"),  # no .partial left
         (["replay", "{urdf}", "no_tau.csv", "--out", "/no/such/folder/x.csv"], "does not exist"),
         (["replay", "{urdf}", "text.csv", "--out", "text.csv"], "that is an input"),
@@ -370,6 +373,8 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "text.csv", "--lock", "joint3"], "is not JOINT=POSITION"),
         (["replay", "{urdf}", "no_tau.csv", "--lock", "joint3=0"], "error: --lock: 'joint3' is not a movable joint"),
         (["replay", "{urdf}", "milliseconds.csv"], "(0.1 Hz), too slow for a robot's log: are they in seconds?"),
+        (["replay", "{urdf}", "timed.csv", "--cutoff", "1e-9"], "cut-off must be at least 0.01 Hz (0.0001 of the sampling rate"),
+        (["replay", "{urdf}", "timed.csv", "--torque-scale", "-1,-1,-1"], "one finite, non-zero gain per joint (2), got [-1.0, -1.0, -1.0]"),
         (["replay", "{urdf}", "text.csv", "--time-unit", "h"], "argument --time-unit"),
         (["replay", "{urdf}", "text.csv", "--topic", "/joint_states"], "--topic is for ROS bags"),
         (["replay", "{urdf}", "no_t_full.csv", "--learner", "robot"], "needs the sampling rate"),

@@ -29,6 +29,7 @@ __all__ = ["CAUSAL_ORDER", "ORDER", "Differentiator", "causal", "default_cutoff"
 
 ORDER = 4  # zero-phase Butterworth order (applied twice: forward and backward)
 CAUSAL_ORDER = 2  # causal Butterworth order
+MIN_CUTOFF = 1e-4  # of the rate: below, the motion is filtered out and the filter's design is singular
 
 
 def default_cutoff(rate: float) -> float:
@@ -39,9 +40,17 @@ def default_cutoff(rate: float) -> float:
 def _lowpass(cutoff: float, rate: float, order: int):
     """A Butterworth low-pass as second-order sections, or ``None`` when the cut-off is at or
     above Nyquist (nothing to filter)."""
+    _check_cutoff(cutoff, rate)
     if cutoff >= 0.5 * rate:
         return None
     return signal.butter(order, cutoff, fs=rate, output="sos")
+
+
+def _check_cutoff(cutoff: float, rate: float) -> None:
+    """A :class:`ValueError` for a cut-off (Hz) no low-pass of a log at ``rate`` Hz can have."""
+    if not cutoff >= MIN_CUTOFF * rate:
+        raise ValueError(f"the differentiator's cut-off must be at least {MIN_CUTOFF * rate:g} Hz ({MIN_CUTOFF:g} of the "
+                         f"sampling rate, {rate:g} Hz), got {cutoff:g}: a lower one filters the motion itself out")
 
 
 def _extrapolate(x, count: int) -> np.ndarray:
@@ -152,6 +161,7 @@ class Differentiator:
                  chunk: int = 20000):
         if causal and resample:
             raise ValueError("resampling needs samples after each grid point: not with the causal estimator")
+        _check_cutoff(cutoff, max(rate, resample or 0.0))
         self.cutoff, self.rate, self.causal, self.resample = cutoff, rate, causal, resample
         self.margin = max(64, int(np.ceil(10 * max(rate, resample or 0.0) / cutoff)))
         self.chunk = max(int(chunk), 4 * self.margin)

@@ -70,13 +70,16 @@ def refuse_others(kind: str, args) -> None:
     takes = set(defaults(kind)) | {"no_payload" if kind == "robot" else "no_friction"}
     if kind == "payload":
         takes -= {"trigger", "reopen"}  # no trigger: nothing to respond with
-    elif kind == "drift-aware-payload":
+    which = f"--learner {kind}"
+    if kind.startswith("drift-aware"):  # another trigger's options would do nothing
+        takes -= {name for names in _DETECTOR_OPTIONS.values() for name in names.values()}
         takes |= set(_DETECTOR_OPTIONS[args.trigger].values())
+        which += f" --trigger {args.trigger}"
     # the rate is the log's, the trigger has a default: neither tells what was given
     every = set().union(*map(defaults, LEARNER_CLASSES), {"no_payload", "no_friction"}) - {"rate", "trigger"}
     for key in sorted(every - takes):
         if getattr(args, key, None) not in (None, False):
-            raise UserError(f"--{key.replace('_', '-')} does not apply to --learner {kind}")
+            raise UserError(f"--{key.replace('_', '-')} does not apply to {which}")
 
 
 def setting(kind: str, args, key: str):
