@@ -76,7 +76,10 @@ def zero_phase(t, x, cutoff: float, derivatives: int = 2, at=None) -> list[np.nd
     """The first ``derivatives`` time derivatives of ``x`` (T, ...) at the stamps ``t`` (T,)
     (or at the times ``at``), zero-phase (see the module docstring). ``t`` strictly
     increasing, ``T >= 2``."""
-    t = np.asarray(t, np.float64)
+    # on times from the first stamp: at epoch seconds (1.7e9 s) a float's spacing, 2.4e-7 s,
+    # wobbles a 1 kHz grid by 2e-4 of its step, which the second derivative magnifies
+    origin = float(np.asarray(t, np.float64)[0])
+    t = np.asarray(t, np.float64) - origin
     x = np.asarray(x, np.float64)
     period = float(np.median(np.diff(t)))
     count = int(np.ceil((t[-1] - t[0]) / period - 1e-9)) + 1  # the grid covers every stamp
@@ -91,7 +94,7 @@ def zero_phase(t, x, cutoff: float, derivatives: int = 2, at=None) -> list[np.nd
         behind = _extrapolate(uniform[::-1], len(ahead))[::-1]
         padded = np.concatenate([behind, uniform, ahead])
         uniform = signal.sosfiltfilt(sos, padded, axis=0, padtype=None)[len(behind) : len(behind) + count]
-    at = t if at is None else np.asarray(at, np.float64)
+    at = t if at is None else np.asarray(at, np.float64) - origin
     if count < 4:  # too short for a spline: finite differences
         d = np.gradient(x, t, axis=0)
         out = [d] if derivatives == 1 else [d, np.gradient(d, t, axis=0)]
@@ -220,7 +223,8 @@ class Differentiator:
         t = window["t"]
         if self.resample:
             first = t[start] if self._next_grid is None else self._next_grid
-            times = np.arange(first, t[start + count - 1] + 1e-12, 1.0 / self.resample)
+            # first + k / rate: np.arange steps by (first + step) - first, 9e-8 s off at epoch seconds
+            times = first + np.arange(int(np.floor((t[start + count - 1] - first) * self.resample + 1e-6)) + 1) / self.resample
             if len(times):
                 self._next_grid = times[-1] + 1.0 / self.resample
             pick = None
@@ -230,6 +234,8 @@ class Differentiator:
         if len(t) < 2:
             return {**out, **{k: window[k][pick] if pick else window[k][:0] for k in window if k != "t"},
                     **{k: np.zeros_like(window["q"][pick]) for k in ("qd", "qdd") if k not in window}}
+        origin = t[0]  # times from the window's start, as in zero_phase
+        t, at = t - origin, times - origin
         q_spline = interpolate.CubicSpline(t, window["q"], axis=0) if len(t) > 2 else None
         for key, value in window.items():
             if key in ("t",):
@@ -237,15 +243,15 @@ class Differentiator:
             if pick is not None:
                 out[key] = value[pick]
             elif key == "q" and q_spline is not None:
-                out[key] = q_spline(times)
+                out[key] = q_spline(at)
             else:
-                out[key] = np.stack([np.interp(times, t, col) for col in value.reshape(len(t), -1).T], -1).reshape(len(times), *value.shape[1:])
+                out[key] = np.stack([np.interp(at, t, col) for col in value.reshape(len(t), -1).T], -1).reshape(len(at), *value.shape[1:])
         if "qd" not in window:
-            qd, qdd = zero_phase(t, window["q"], self.cutoff, 2, at=times if pick is None else None)
+            qd, qdd = zero_phase(t, window["q"], self.cutoff, 2, at=at if pick is None else None)
             out["qd"] = qd if pick is None else qd[pick]
             if "qdd" not in window:
                 out["qdd"] = qdd if pick is None else qdd[pick]
         elif "qdd" not in window:
-            (qdd,) = zero_phase(t, window["qd"], self.cutoff, 1, at=times if pick is None else None)
+            (qdd,) = zero_phase(t, window["qd"], self.cutoff, 1, at=at if pick is None else None)
             out["qdd"] = qdd if pick is None else qdd[pick]
         return out
