@@ -12,7 +12,7 @@ import pytest
 from dense_armor import parse_urdf
 from dense_armor.learners import ResidualLearner, Sample, replay
 from dense_armor.logs import LogError, load_log, open_log, write_bag, write_table
-from dense_armor.replay import replay_trajectory
+from dense_armor.replay import Scores, replay_trajectory
 from dense_armor.robots import minimal_urdf
 
 JOINTS = ("joint1", "joint2")
@@ -341,6 +341,19 @@ def test_blocked_replay_equals_one_scan():
     chex.assert_trees_all_close(state, whole_state, rtol=1e-12, atol=1e-12)
     chex.assert_trees_all_close(out, whole, rtol=1e-12, atol=1e-12)
     assert int(state.count) == 31 and int(state.rejected) == 0  # the padding was never learned
+
+
+def test_scores_keep_the_windows_with_samples_whatever_the_gaps_between():
+    scores = Scores()
+    nominal, learner = np.arange(10.0).reshape(5, 2), np.ones((5, 2))  # squared errors
+    nominal[:2] = 0.0  # the URDF exact in window 0
+    scores.add(np.array([0, 0, 1]), nominal[:3], learner[:3])
+    scores.add(np.array([1, 10**9]), nominal[3:], learner[3:])  # a clock that jumped 30 years
+    assert scores.windows == [0, 1, 10**9] and scores.count == [2, 2, 1]
+    assert scores.rmse() == pytest.approx((np.sqrt(np.mean(nominal)), 1.0))
+    assert scores.rmse(1, 2, joint=1)[0] == pytest.approx(np.sqrt((5 + 7) / 2))
+    assert scores.rmse(2, 10**9) == (pytest.approx(float("nan"), nan_ok=True),) * 2
+    assert scores.harmful() == [0]  # the learner worse than the URDF there, not where the URDF erred more
 
 
 def test_joint_states_decoded_by_their_byte_layout_equal_the_general_decoder():

@@ -58,42 +58,45 @@ def replay_trajectory(learner, state, trajectory: Sample, block: int = 2000, pro
 class Scores:
     """Squared prediction errors summed per window of the log (bins of one second, by default,
     from its first stamp), per joint: the URDF's (``nominal``) and the learner's (``learner``),
-    and the samples in each bin (``count``). Enough for any RMSE over whole windows; the
+    and the samples in each bin (``count``), for the windows that have samples (``windows``,
+    increasing: a gap of days costs nothing). Enough for any RMSE over whole windows; the
     methods take times in windows."""
 
+    windows: list = field(default_factory=list)
     nominal: list = field(default_factory=list)
     learner: list = field(default_factory=list)
     count: list = field(default_factory=list)
 
     def add(self, bins, nominal_sq, learner_sq):
-        """Add samples: their bins (m,) and squared errors (m, n)."""
+        """Add samples: their bins (m,) (from the last one added on) and squared errors (m, n)."""
         for b in np.unique(bins):
             b = int(b)
-            while len(self.count) <= b:
+            if not self.windows or self.windows[-1] != b:
+                self.windows.append(b)
                 self.count.append(0)
                 self.nominal.append(np.zeros(nominal_sq.shape[1]))
                 self.learner.append(np.zeros(nominal_sq.shape[1]))
             pick = bins == b
-            self.count[b] += int(pick.sum())
-            self.nominal[b] += nominal_sq[pick].sum(0)
-            self.learner[b] += learner_sq[pick].sum(0)
+            self.count[-1] += int(pick.sum())
+            self.nominal[-1] += nominal_sq[pick].sum(0)
+            self.learner[-1] += learner_sq[pick].sum(0)
 
     def rmse(self, start: float = 0.0, stop: float = np.inf, joint: int | None = None) -> tuple[float, float]:
-        """(URDF, learner) RMSE, N m, over the seconds in ``[start, stop)`` (of the log's time
-        from its first stamp), over every joint or one."""
-        a, b = int(np.floor(start)), int(min(np.ceil(stop), len(self.count)))
+        """(URDF, learner) RMSE, N m, over the windows in ``[floor(start), ceil(stop))`` (of the
+        log's time from its first stamp), over every joint or one."""
+        a, b = np.searchsorted(self.windows, [np.floor(start), np.ceil(stop)])
         count = sum(self.count[a:b])
         if count == 0:
             return float("nan"), float("nan")
         pick = slice(None) if joint is None else slice(joint, joint + 1)
-        width = len(self.nominal[0][pick]) if self.count else 1
+        width = len(self.nominal[0][pick])
         nominal = sum(x[pick].sum() for x in self.nominal[a:b]) / (count * width)
         learner = sum(x[pick].sum() for x in self.learner[a:b]) / (count * width)
         return float(np.sqrt(nominal)), float(np.sqrt(learner))
 
     def harmful(self, margin: float = 0.1) -> list[int]:
-        """The seconds in which the learner's RMSE exceeds the URDF's by more than ``margin``."""
-        return [k for k, c in enumerate(self.count) if c and np.sum(self.learner[k]) > (1 + margin) ** 2 * np.sum(self.nominal[k])]
+        """The windows in which the learner's RMSE exceeds the URDF's by more than ``margin``."""
+        return [w for w, n, l in zip(self.windows, self.nominal, self.learner) if np.sum(l) > (1 + margin) ** 2 * np.sum(n)]
 
 
 @dataclass

@@ -297,8 +297,9 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     print(clock)
     locked = f"; locked {', '.join(f'{k}={v:g}' for k, v in locks.items())}" if locks else ""
     print(f"  robot {model.name!r} ({model.n} joints: {', '.join(names)}{locked}); learner {_label(args)}")
-    # quarters of the log in whole score windows, so that no window counts in two
-    edges = [round(k * len(scores.count) / 4) for k in range(5)]
+    # quarters of the log's score windows (whole ones, so that none counts in two)
+    starts = [*scores.windows, scores.windows[-1] + 1] if scores.windows else [0]
+    edges = [starts[round(k * (len(starts) - 1) / 4)] for k in range(5)]
     phases = [("all", 0.0, np.inf)] + [(f"Q{k + 1}", edges[k], edges[k + 1]) for k in range(4)]
     rows = [["nominal URDF", *(fmt(scores.rmse(a, b)[0]) for _, a, b in phases)],
             ["learner (prequential)", *(fmt(scores.rmse(a, b)[1]) for _, a, b in phases)]]
@@ -307,7 +308,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
             "{} / {}".format(*map(fmt, scores.rmse(a, b, j))) for _, a, b in phases)])
     print(table(["torque RMSE [N m]", *[p[0] for p in phases]], rows))
     harmful = scores.harmful(HARM)
-    windows = sum(1 for c in scores.count if c)
+    windows = len(scores.windows)
     unit = "s" if info.period else "x 1000 samples"
     print(f"{'one-second' if info.period else '1000-sample'} windows with the learner over {100 * HARM:g} % worse than "
           f"the URDF: {len(harmful)} of {windows}"
@@ -443,13 +444,12 @@ def _json(data) -> bytes:
 
 def _plot(plt, path, result, names):
     scores = result.scores
-    seconds = np.arange(len(scores.count))
-    keep = np.array(scores.count) > 0
-    nominal = np.array([np.sqrt(np.sum(x) / max(c, 1) / len(names)) for x, c in zip(scores.nominal, scores.count)])
-    learner = np.array([np.sqrt(np.sum(x) / max(c, 1) / len(names)) for x, c in zip(scores.learner, scores.count)])
+    seconds = np.array(scores.windows)
+    nominal = np.array([np.sqrt(np.sum(x) / c / len(names)) for x, c in zip(scores.nominal, scores.count)])
+    learner = np.array([np.sqrt(np.sum(x) / c / len(names)) for x, c in zip(scores.learner, scores.count)])
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-    ax.semilogy(seconds[keep] + 0.5, np.maximum(nominal[keep], 1e-9), lw=1, label="nominal URDF")
-    ax.semilogy(seconds[keep] + 0.5, np.maximum(learner[keep], 1e-9), lw=1, label="learner (prequential)")
+    ax.semilogy(seconds + 0.5, np.maximum(nominal, 1e-9), lw=1, label="nominal URDF")
+    ax.semilogy(seconds + 0.5, np.maximum(learner, 1e-9), lw=1, label="learner (prequential)")
     for a in result.alarms:
         ax.axvline(a - result.start, color="r", lw=0.8, alpha=0.7)
     ax.set_xlabel("time from the first sample [s]")
