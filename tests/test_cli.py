@@ -348,7 +348,8 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["info", "bad.urdf"], "malformed XML"),
         (["info", "floating.urdf"], "floating joints are not supported"),
         (["replay", "{urdf}", "{missing}"], "no such log file"),
-        (["replay", "{urdf}", "wrong_joint.csv"], "column 'q_elbow' names no joint"),
+        (["replay", "{urdf}", "wrong_joint.csv"], "not for joint2 (expected columns q_<joint> or q0..q1); to replay without a "
+         "joint, lock it: --lock joint2=VALUE (columns naming no joint of the robot, ignored: q_elbow)"),
         (["replay", "{urdf}", "no_tau.csv"], "no tau columns"),
         (["replay", "{urdf}", "half.csv", "--dt", "0.01"], "qd is logged for some joints but not for joint2"),
         (["replay", "{urdf}", "text.csv"], "not a numeric CSV table"),

@@ -168,12 +168,13 @@ def test_without_stamps_the_period_is_needed_for_derivatives(tmp_path):
 def test_locked_joints_columns_are_ignored_and_missing_joints_suggest_lock(tmp_path):
     t, q, qd, qdd, tau = _motion()
     cols = _columns(t, q, tau)
-    cols["q_gripper"] = np.zeros(len(t))
-    with pytest.raises(LogError, match="names no joint"):
-        load_log(_csv(tmp_path / "g.csv", cols), JOINTS)
-    assert len(load_log(tmp_path / "g.csv", JOINTS, locked={"gripper"})) == len(t)
+    cols["q_gripper"] = cols["q_des_joint1"] = np.zeros(len(t))  # a joint the URDF lacks, a setpoint
+    log = load_log(_csv(tmp_path / "g.csv", cols), JOINTS)
+    assert len(log) == len(t) and log.info.ignored == ("q_gripper", "q_des_joint1")
+    assert load_log(tmp_path / "g.csv", JOINTS, locked={"gripper"}).info.ignored == ("q_des_joint1",)
     del cols["q_joint2"], cols["q_gripper"]
-    with pytest.raises(LogError, match=r"not for joint2 .* --lock joint2=VALUE"):
+    with pytest.raises(LogError, match=r"not for joint2 .* --lock joint2=VALUE \(columns naming no joint of the robot, "
+                                       r"ignored: q_des_joint1\)"):
         load_log(_csv(tmp_path / "h.csv", cols), JOINTS)
 
 
@@ -193,15 +194,17 @@ def test_torque_scale_turns_currents_into_torques(tmp_path):
     ("q0,q1,tau0,tau1\n", "header but no samples"),
     ("q0,q1,tau0,tau1,\n0,1,2,3,\n0,1,2,3,\n", None),  # a comma ending every line, as some exporters write
     ("q0,q1,tau0,tau1\n0,1,2,abc\n", "not a numeric CSV table"),
-    ("# exported\nq0,q1,tau0,tau1\n0,1,2,3\n\n0,1,,3\n", r"'' is not a number \(line 5, column 'tau0'\)"),
+    ("# exported\nq0,q1,tau0,tau1\n0,1,2,3\n\n0,1,x,3\n", r"'x' is not a number \(line 5, column 'tau0'\)"),
+    ("q0,q1,tau0,tau1\n0,1,2,3\n0,1,,3\n,1,2,3\n0,1,2,\n", 3),  # empty fields, pandas' NaN: rows skipped
     ("q0,q1,tau0,tau1\n0,1,2,3\n# a note\n0,1,2\n", "line 4 has 3 fields, the lines before 4"),
 ])
 def test_csv_quirks(tmp_path, content, message):
     path = tmp_path / "log.csv"
     path.write_text(content, encoding="utf-8")
-    if message is None:
+    if message is None or isinstance(message, int):
         log = load_log(path, JOINTS, dt=0.01)
         np.testing.assert_array_equal(log.q[0], [0.0, 1.0])
+        assert log.info.skipped == (message or 0)
     else:
         with pytest.raises(LogError, match=message):
             load_log(path, JOINTS, dt=0.01)
@@ -259,6 +262,70 @@ def write_joint_state_bag(path: Path, t, names, q, qd, effort, storage: str = "m
                 msg = JointState(header=Header(stamp=stamp, frame_id=""), name=names_k, position=contiguous(pos),
                                  velocity=contiguous(vel), effort=contiguous(eff))
                 writer.write(connection, int(t[k] * 1e9) + (len(names_k) == 1), store.serialize_cdr(msg, JointState.__msgtype__))
+
+
+def _write_messages(path: Path, header, received, q, qd, effort):
+    """A bag of the arm's JointState messages, each with its own header and receive stamps (s)
+    and its own velocity and effort arrays (empty: the message has none)."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    f64 = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
+    with Writer(path, version=8) as writer:
+        connection = writer.add_connection("/joint_states", JointState.__msgtype__, typestore=store)
+        for h, r, pos, vel, eff in zip(header, received, q, qd, effort):
+            ns = int(round(h * 1e9))
+            msg = JointState(header=Header(stamp=Time(sec=ns // 10**9, nanosec=ns % 10**9), frame_id=""), name=JOINTS,
+                             position=f64(pos), velocity=f64(vel), effort=f64(eff))
+            writer.write(connection, int(round(r * 1e9)), store.serialize_cdr(msg, JointState.__msgtype__))
+
+
+def test_a_bags_clock_is_its_headers_or_else_its_receive_times(tmp_path):
+    t, q, qd, _, tau = _motion(jitter=0.0)
+    received = 1.7e9 + t + 0.002
+    # simulated time: four messages before the first tick of the clock
+    header = t.copy()
+    header[:4] = 0.0
+    _write_messages(tmp_path / "sim", header, received, q, qd, tau)
+    log = load_log(tmp_path / "sim", JOINTS)
+    assert (log.info.clock, log.info.unstamped, len(log)) == ("header", 4, len(t) - 4)
+    np.testing.assert_allclose(log.t, t[4:])
+    # no header stamps at all: the receive times
+    _write_messages(tmp_path / "unstamped", 0 * t, received, q, qd, tau)
+    log = load_log(tmp_path / "unstamped", JOINTS)
+    assert (log.info.clock, log.info.unstamped, len(log)) == ("receive", 0, len(t))
+    np.testing.assert_allclose(log.t, received)
+    # receive times of messages that arrive ten at a time are not the samples' times
+    bursts = 1.7e9 + np.floor(t * 20) / 20 + (np.arange(len(t)) % 10) * 2e-5
+    _write_messages(tmp_path / "bursts", 0 * t, bursts, q, qd, tau)
+    with pytest.raises(LogError, match=r"stamps come in bursts .*\(the bag's receive times"):
+        load_log(tmp_path / "bursts", JOINTS)
+
+
+def test_a_bags_messages_without_a_quantity_are_rows_without_it(tmp_path):
+    t, q, qd, qdd, tau = _motion()
+    velocity, effort = list(qd), list(tau)
+    for k in range(100, 110):
+        velocity[k] = np.zeros(0)
+    for k in (300, 301, 500):
+        effort[k] = np.zeros(0)
+    _write_messages(tmp_path / "partial", t, t, q, velocity, effort)
+    log = load_log(tmp_path / "partial", JOINTS)
+    assert log.info.skipped == 13 and len(log) == len(t) - 13 and "qd" in log.info.logged
+    # ros2_control's NaN for a joint without a velocity interface: estimated
+    nan = np.where(np.arange(2) == 1, np.nan, qd)
+    _write_messages(tmp_path / "nan", t, t, q, nan, tau)
+    log = load_log(tmp_path / "nan", JOINTS)
+    assert log.info.unestimated == ("qd",) and log.info.estimated == ("qd", "qdd") and len(log) == len(t)
+    inner = (t > 0.3) & (t < t[-1] - 0.3)
+    assert np.abs(log.qd - qd)[inner].max() < 1e-3
+    # a torque that is never a number names its joint
+    _write_messages(tmp_path / "no_tau", t, t, q, qd, np.where(np.arange(2) == 0, np.nan, tau))
+    with pytest.raises(LogError, match=r"torques of joint1 are not numbers in any of the first 800 samples.*--lock joint1="):
+        load_log(tmp_path / "no_tau", JOINTS)
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])

@@ -17,8 +17,11 @@ Formats:
 * **ROS bags** (``.mcap`` and ``.db3`` ROS 2 bags, their folders, and ROS 1 ``.bag``), read
   with the ``rosbags`` library: ``sensor_msgs/msg/JointState`` messages on one topic
   (``/joint_states`` by default), joints matched by name, ``position``, ``velocity`` (when
-  every message has it) and ``effort``, stamped by their header (the bag's receive time when
-  the header is zero). Read message by message: a long bag never needs to fit in memory.
+  the first message has it; a later message without is a row without) and ``effort`` (a
+  message without is a row without), stamped by their header (a zero header among stamped
+  ones, sent before the clock ran, is dropped and counted), or by the bag's receive times
+  when the headers of the first chunk are all zero. Read message by message: a long bag never
+  needs to fit in memory.
 
 Clock. Stamps must increase strictly: a decreasing stamp is an error naming the sample, and so
 is a repeated one unless ``drop_repeated`` drops the samples that repeat the stamp before them
@@ -50,6 +53,7 @@ from dense_armor import derivatives
 QUANTITIES = ("q", "qd", "qdd", "tau")
 GAP = 2.0  # a step over GAP median periods is a gap
 BRIDGE = 10.0  # by default, gaps up to BRIDGE median periods are bridged
+BURSTS = 0.25  # a median step under BURSTS of the mean one: stamps of arrivals in bursts, not of samples
 #: The units a CSV or NPZ log's ``t`` may be in, and their seconds.
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 #: s: a log sampled more slowly than this has stamps in another unit (ms, ns: a robot logs at
@@ -103,6 +107,12 @@ class LogInfo:
             first one's ``(row, t)``, or ``None``.
         gaps: every gap (:class:`Gap`); segments: pieces the log was split into.
         expected: the number of rows, when known before reading (else ``None``).
+        ignored: a CSV's or NPZ's columns naming no joint of the robot (``q_des_joint1``).
+        clock: a bag's stamps: ``"header"`` (the messages' own) or ``"receive"`` (the bag's,
+            when the headers of its first chunk are all zero); ``None`` for other logs.
+        unstamped: a bag's messages with a zero header stamp among stamped ones, dropped.
+        unestimated: logged derivatives (``"qd"``, ``"qdd"``) not a number for some joint in
+            every row of the first chunk (a driver's NaN for a missing interface), estimated.
     """
 
     source: str
@@ -121,6 +131,10 @@ class LogInfo:
     gaps: list = field(default_factory=list)
     segments: int = 1
     expected: int | None = None
+    ignored: tuple = ()
+    clock: str | None = None
+    unstamped: int = 0
+    unestimated: tuple = ()
 
 
 @dataclass
@@ -167,8 +181,12 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     body = [lines[k].rstrip().removesuffix(",") if trailing else lines[k] for k in numbers]
     if not body:
         raise LogError(f"{path}: the log has a header but no samples")
+    # an empty field (how pandas writes a NaN) is a NaN: its row is skipped and counted
+    table = "\n".join(body)
+    if any(mark in table for mark in (",,", ", ,", "\n,", ",\n")) or table.startswith(",") or table.endswith(","):
+        table = re.sub(r"(?m)(^|,)[ \t]*(?=,|$)", r"\1nan", table)  # only then: it costs what parsing does
     try:
-        data = np.loadtxt(io.StringIO("\n".join(body)), delimiter=",", ndmin=2, dtype=np.float64)
+        data = np.loadtxt(io.StringIO(table), delimiter=",", ndmin=2, dtype=np.float64)
     except ValueError as err:
         raise LogError(f"{path}: not a numeric CSV table: {_csv_error(str(err).splitlines()[0], numbers, header)}") from None
     if data.shape[1] != len(header):
@@ -216,16 +234,22 @@ def _read_npz(path: Path, n: int) -> dict[str, np.ndarray]:
     return columns
 
 
-def _match(path, columns: Mapping, joint_names, locked=()) -> dict[str, np.ndarray | None]:
-    """The columns as (T, n) arrays per quantity in the model's order (``None`` when absent)."""
+def _match(path, columns: Mapping, joint_names, locked, info: LogInfo) -> dict[str, np.ndarray | None]:
+    """The columns as (T, n) arrays per quantity in the model's order (``None`` when absent);
+    named columns of no joint of the robot (``q_des_joint1``, a gripper's) are ignored, and
+    listed in ``info.ignored``."""
     n = len(joint_names)
     index = {name: j for j, name in enumerate(joint_names)}
+    ignored = []
     for key in columns:
         named, indexed = _NAMED.match(key), _INDEXED.match(key)
         if named and named.group(2) not in index and named.group(2) not in locked and not indexed:
-            raise LogError(f"{path}: column {key!r} names no joint of the robot (joints: {', '.join(joint_names)})")
+            ignored.append(key)
         if indexed and not named and int(indexed.group(2)) >= n:
             raise LogError(f"{path}: column {key!r} is beyond the robot's {n} joints (indices 0..{n - 1})")
+    info.ignored = tuple(ignored)
+    hint = f" (columns naming no joint of the robot, ignored: {', '.join(ignored[:4])}{'...' if len(ignored) > 4 else ''})" \
+        if ignored else ""
     found = {}
     for qty in QUANTITIES:
         cols, missing = [], []
@@ -241,14 +265,13 @@ def _match(path, columns: Mapping, joint_names, locked=()) -> dict[str, np.ndarr
             raise LogError(
                 f"{path}: {qty} is logged for some joints but not for {', '.join(missing)} (expected columns "
                 f"{qty}_<joint> or {qty}0..{qty}{n - 1}); to replay without a joint, lock it: --lock {missing[0]}=VALUE"
-            )
+                + hint)
         found[qty] = np.stack(cols, axis=1) if cols else None
     for qty in ("q", "tau"):
         if found[qty] is None:
             raise LogError(
                 f"{path}: no {qty} columns for the robot's joints; expected {qty}_{joint_names[0]} ... "
-                f"or {qty}0..{qty}{n - 1} (joints: {', '.join(joint_names)})"
-            )
+                f"or {qty}0..{qty}{n - 1} (joints: {', '.join(joint_names)})" + hint)
     return found
 
 
@@ -317,6 +340,11 @@ class _JointStateLayout:
         return (self.names, sec + 1e-9 * nanosec, *values)
 
 
+def _nonempty(chunk: dict) -> Iterator[dict]:
+    if len(chunk["t"]):
+        yield chunk
+
+
 def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: LogInfo) -> Iterator[dict]:
     """JointState messages of a bag as chunks of rows (``t``, ``q``, ``qd``, ``tau``)."""
     try:
@@ -338,8 +366,30 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
         if kinds != {JOINT_STATE}:
             raise LogError(f"{path}: topic {topic!r} carries {', '.join(sorted(kinds))}, not {JOINT_STATE}")
         info.expected = sum(c.msgcount for c in connections)
-        buffers = {"t": np.empty(size), "q": np.empty((size, n)), "qd": np.empty((size, n)), "tau": np.empty((size, n))}
+        buffers = {"t": np.empty(size), "received": np.empty(size), "q": np.empty((size, n)), "qd": np.empty((size, n)),
+                   "tau": np.empty((size, n))}
         velocity, fill, order_cache = None, 0, {}
+
+        def rows(count: int) -> dict:
+            """The buffered rows, on the bag's one clock: the headers', chosen on the first
+            chunk if any of its headers is set, else the bag's receive times. On the headers'
+            clock a zero stamp is a message sent before the clock ran (simulated time before
+            its first tick, repeated), dropped, but for a single one before the first stamp
+            (the clock's time 0)."""
+            keep = slice(count)
+            if info.clock is None:
+                info.clock = "header" if np.any(buffers["t"][:count] > 0) else "receive"
+                if info.clock == "header":
+                    keep = buffers["t"][:count] > 0
+                    keep[0] |= np.argmax(keep) == 1
+            elif info.clock == "header":
+                keep = buffers["t"][:count] > 0
+            if info.clock == "header":
+                info.unstamped += int(count - keep.sum())
+            out = {key: value[:count][keep].copy() for key, value in buffers.items()
+                   if key not in ("t", "received") and (key != "qd" or velocity)}
+            return {"t": (buffers["t"] if info.clock == "header" else buffers["received"])[:count][keep].copy(), **out}
+
         layout = None  # the last message's byte layout, once checked against rosbags' decoding
         for k, (connection, stamp, raw) in enumerate(reader.messages(connections=connections)):
             fields = None if layout is None else layout.decode(raw)
@@ -370,26 +420,25 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
             if len(order) == 0:  # another publisher's joints (a gripper)
                 info.other += 1
                 continue
-            if len(position) != len(names) or len(effort) != len(names):
+            if len(position) != len(names) or len(effort) not in (0, len(names)):
                 raise LogError(f"{path}: message {k} on {topic} has {len(names)} names but {len(position)} positions "
                                f"and {len(effort)} efforts")
-            buffers["t"][fill] = header if header > 0 else 1e-9 * stamp
+            buffers["t"][fill], buffers["received"][fill] = header, 1e-9 * stamp
             buffers["q"][fill] = position[order]
-            buffers["tau"][fill] = effort[order]
+            # a message without efforts (or, when the first had them, velocities) is a row
+            # without them: skipped and counted as a row with a NaN
+            buffers["tau"][fill] = effort[order] if len(effort) else np.nan
             has = len(speed) == len(names)
             if velocity is None:
                 velocity = has
-            elif has != velocity:
-                raise LogError(f"{path}: message {k} on {topic} {'has' if has else 'lacks'} velocities, the earlier ones "
-                               f"{'lack' if has else 'have'} them")
-            if has:
-                buffers["qd"][fill] = speed[order]
+            if velocity:
+                buffers["qd"][fill] = speed[order] if has else np.nan
             fill += 1
             if fill == size:
-                yield {key: value.copy() for key, value in buffers.items() if key != "qd" or velocity}
+                yield from _nonempty(rows(fill))
                 fill = 0
         if fill:
-            yield {key: value[:fill].copy() for key, value in buffers.items() if key != "qd" or velocity}
+            yield from _nonempty(rows(fill))
     finally:
         reader.close()
 
@@ -423,6 +472,9 @@ class LogStream:
         last_t, row, diff, started = None, 0, None, False
         untimed = "t" not in info.logged and self._dt is None  # stamps are sample indices
         for raw in self._raw:
+            if not started:
+                self._unlogged(raw)
+            raw = {k: v for k, v in raw.items() if k not in info.unestimated}
             count = len(raw["q"])
             t = raw.get("t")
             if t is None:
@@ -488,6 +540,29 @@ class LogStream:
         if diff:
             yield from diff.flush()
 
+    def _unlogged(self, raw: dict) -> None:
+        """Check the first chunk: a logged derivative that is not a number for a joint in every
+        row (ros2_control's NaN for an interface the joint lacks) is estimated instead; a
+        position or torque never a number is an error naming the joint."""
+        info = self.info
+        for key in ("q", "qd", "qdd", "tau"):
+            if key not in raw or not len(raw[key]):
+                continue
+            never = ~np.any(np.isfinite(np.asarray(raw[key], np.float64)), axis=0)
+            if not never.any():
+                continue
+            joints = [j for j, bad in zip(info.joints, never) if bad]
+            if key in ("qd", "qdd"):
+                if "t" not in info.logged and self._dt is None:
+                    raise LogError(f"{info.source}: the {key} of {', '.join(joints)} are not numbers; estimating them "
+                                   "needs the sampling period: give it (--dt)")
+                info.unestimated += (key,)
+                info.logged.discard(key)
+                continue
+            what = "positions" if key == "q" else "torques"
+            raise LogError(f"{info.source}: the {what} of {', '.join(joints)} are not numbers in any of the first "
+                           f"{len(raw[key])} samples: a joint that does not move can be locked, --lock {joints[0]}=VALUE")
+
     def _start(self, steps, t):
         """The period, from the first chunk's steps (or ``dt``)."""
         info = self.info
@@ -500,6 +575,10 @@ class LogStream:
             # the mean step without the gaps: the median of a jittered clock's steps is off by
             # a percent or so, the mean is not
             median = float(np.median(steps))
+            if median < BURSTS * float(np.mean(steps)):
+                raise LogError(f"{info.source}: the stamps come in bursts (median step {median:.3g} s, mean "
+                               f"{float(np.mean(steps)):.3g} s): they are not the samples' times"
+                               + (" (the bag's receive times: its messages' headers are zero)" if info.clock == "receive" else ""))
             period = float(np.mean(steps[steps <= GAP * median]))
             if period > MAX_PERIOD:
                 raise LogError(f"{info.source}: the stamps step by {period:.6g} s ({1 / period:.3g} Hz), too slow for a "
@@ -589,7 +668,7 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         lengths = {len(v) for v in columns.values()}
         if len(lengths) > 1:
             raise LogError(f"{path}: columns have different lengths: {sorted(lengths)}")
-        found = _match(path, columns, joint_names, set(locked))
+        found = _match(path, columns, joint_names, set(locked), info)
         arrays = {k: v for k, v in found.items() if v is not None}
         if "t" in columns:
             arrays["t"] = np.asarray(columns["t"], np.float64) * TIME_UNITS[time_unit]

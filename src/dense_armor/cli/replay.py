@@ -273,6 +273,8 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         filtered = not info.period or info.cutoff < 0.5 / info.period
         low = f"{info.cutoff:g} Hz low-pass" if filtered else f"no low-pass: {info.cutoff:g} Hz is above Nyquist"
         how.append(f"{'/'.join(info.estimated)} estimated ({info.derivative}, {low})")
+    if info.unestimated:
+        how.append(f"the logged {'/'.join(info.unestimated)} not numbers for some joints (not logged)")
     if info.resample:
         how.append(f"resampled at {info.resample:g} Hz")
     timing = f"{D:.4g} s at {rate:.4g} Hz" if info.period else "no time stamps"
@@ -289,12 +291,18 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
             ", ".join(f"sample {g.index}, {at(g.t)}" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
     if info.skipped:
         clock += f"; {info.skipped} rows with NaN or inf skipped"
+    if info.clock == "receive":
+        clock += "; stamped by the bag's receive times (the messages' headers are zero)"
+    if info.unstamped:
+        clock += f"; {info.unstamped} messages with a zero header stamp (before the clock ran) dropped"
     if info.other:
         clock += f"; {info.other} messages without the robot's joints (another publisher's) skipped"
     if info.repeated:
         row, t = info.first_repeated
         clock += f"; {info.repeated} rows repeating a stamp dropped (the first at sample {row}, {at(t)})"
     print(clock)
+    if info.ignored:
+        print(f"  columns naming no joint of the robot, ignored: {', '.join(info.ignored)}")
     locked = f"; locked {', '.join(f'{k}={v:g}' for k, v in locks.items())}" if locks else ""
     print(f"  robot {model.name!r} ({model.n} joints: {', '.join(names)}{locked}); learner {_label(args)}")
     # quarters of the log's score windows (whole ones, so that none counts in two)
@@ -325,7 +333,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         "derivative": {"estimated": list(info.estimated), "method": info.derivative, "cutoff_hz": info.cutoff,
                        "resample_hz": info.resample},
         "gaps": [{"sample": g.index, "t_s": g.t, "step_s": g.step, "bridged": g.bridged} for g in info.gaps],
-        "segments": info.segments, "skipped_rows": info.skipped, "other_messages": info.other, "repeated_rows": info.repeated, "rejected": result.rejected,
+        "segments": info.segments, "clock": info.clock, "unstamped_messages": info.unstamped, "skipped_rows": info.skipped, "other_messages": info.other, "repeated_rows": info.repeated, "rejected": result.rejected,
         "nonfinite_predictions": result.nonfinite,
         "rmse_nominal": scores.rmse()[0], "rmse_learner": scores.rmse()[1],
         "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0) if info.period else (None, None))),
