@@ -640,7 +640,7 @@ def test_replay_a_ros2_bag_with_locked_joints_and_currents(capsys, wall, tmp_pat
     assert code == 0, err
     nominal, learner = _rmse_rows(out)
     assert learner < 0.1 * nominal and "locked gripper=0" in out
-    (tmp_path / "gains.json").write_text('{"joint2": -4, "joint1": 2}')
+    (tmp_path / "gains.json").write_text('{"joint2": -4, "joint1": 2, "gripper": 1}')  # the locked joint's unused
     code, out2, _ = _run(capsys, "replay", gripped, tmp_path / "bag", "--learner", "robot", "--lock", "gripper=0",
                          "--torque-scale", tmp_path / "gains.json")
     assert code == 0 and _rmse_rows(out2) == (nominal, learner)

@@ -197,6 +197,7 @@ def test_torque_scale_turns_currents_into_torques(tmp_path):
     ("# exported\nq0,q1,tau0,tau1\n0,1,2,3\n\n0,1,x,3\n", r"'x' is not a number \(line 5, column 'tau0'\)"),
     ("q0,q1,tau0,tau1\n0,1,2,3\n0,1,,3\n,1,2,3\n0,1,2,\n", 3),  # empty fields, pandas' NaN: rows skipped
     ("q0,q1,tau0,tau1\n0,1,2,3\n# a note\n0,1,2\n", "line 4 has 3 fields, the lines before 4"),
+    ("# q0,q1,tau0,tau1\n0,1,2,3\n0.5,1e-3,-2,nan\n", "the first line is numbers, not column names"),  # np.savetxt's
 ])
 def test_csv_quirks(tmp_path, content, message):
     path = tmp_path / "log.csv"
@@ -344,8 +345,11 @@ def test_a_ros2_bag_reads_like_its_csv(tmp_path, storage):
     assert log.info.other == len(t) and log.info.skipped == 0  # the gripper's messages, not NaN rows
     with pytest.raises(LogError, match=r"no topic '/other'.*/joint_states"):
         load_log(bag, JOINTS, topic="/other")
-    with pytest.raises(LogError, match="message 0 on /joint_states has no joint3; .* --lock joint3=VALUE"):
+    with pytest.raises(LogError, match="message 0 on /joint_states has joint1 but no joint3; .* --lock joint3=VALUE$"):
         load_log(bag, ("joint1", "joint3"))
+    # a URDF with the gripper: its joint comes in messages of its own, to be locked
+    with pytest.raises(LogError, match="message 0 on /joint_states has joint1, joint2 but no finger; .* --lock finger=VALUE$"):
+        load_log(bag, ("joint1", "joint2", "finger"))
 
 
 def test_a_bag_message_naming_a_joint_twice_is_an_error(tmp_path):

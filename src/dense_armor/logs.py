@@ -174,6 +174,9 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     trailing = len(header) > 1 and header[-1] == ""  # every line ends with a comma, as some exporters write
     if trailing:
         header = header[:-1]
+    if all(re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?(nan|inf)", h, re.I) for h in header):
+        raise LogError(f"{path}: the first line is numbers, not column names (a header written as a comment? "
+                       "np.savetxt comments it out unless given comments='')")
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise LogError(f"{path}: duplicate columns {', '.join(dup)}")
@@ -412,8 +415,11 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
                 if len(missing) == n:
                     order = ()
                 elif missing:
-                    raise LogError(f"{path}: message {k} on {topic} has no {', '.join(missing)}; to replay without a "
-                                   f"joint, lock it: --lock {missing[0]}=VALUE")
+                    # the robot's joints split over publishers (an arm's and a gripper's): lock the fewer
+                    present = [j for j in joint_names if j in where]
+                    lock = present if len(present) < len(missing) else missing
+                    raise LogError(f"{path}: message {k} on {topic} has {', '.join(present)} but no {', '.join(missing)}; "
+                                   f"to replay without a joint, lock it: " + " ".join(f"--lock {j}=VALUE" for j in lock))
                 else:
                     order = np.array([where[j] for j in joint_names])
                 order_cache[names] = order

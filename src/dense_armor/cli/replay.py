@@ -73,8 +73,9 @@ def add_log_options(p) -> None:
                    help="progress bar on stderr (default: when stderr is a terminal)")
 
 
-def _torque_scale(text: str | None, model):
-    """Gains per joint from the option's text or file."""
+def _torque_scale(text: str | None, model, ignored=()):
+    """Gains per joint from the option's text or file (whose gains of ``ignored`` joints, the
+    locked ones, go unused)."""
     if text is None:
         return None
     path = Path(text)
@@ -86,7 +87,7 @@ def _torque_scale(text: str | None, model):
             value = raw.replace(",", " ").split()
         if isinstance(value, dict):
             missing = [j for j in model.joint_names if j not in value]
-            unknown = [k for k in value if k not in model.joint_names]
+            unknown = [k for k in value if k not in model.joint_names and k not in ignored]
             if missing or unknown:
                 raise UserError(f"--torque-scale {text}: " + "; ".join(
                     ([f"no gain for {', '.join(missing)}"] if missing else []) +
@@ -123,7 +124,7 @@ def open_stream(args, model, fixed):
     """The log as a stream, and its first chunk read (so that its rate is known)."""
     ignored = set(fixed) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
-                      cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model),
+                      cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model, ignored),
                       max_gap=args.max_gap, drop_repeated=args.drop_repeated, time_unit=args.time_unit,
                       chunk=max(args.chunk, 1000))
     chunks = iter(stream)
