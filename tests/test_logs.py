@@ -125,8 +125,19 @@ def test_drop_repeated_drops_the_rows_that_repeat_a_stamp_and_counts_them(tmp_pa
     np.testing.assert_allclose(log.qdd[inner], clean.qdd[inner], atol=2e-2)
     back = t[rows].copy()
     back[300] = back[298]  # a stamp that goes back is still an error
-    with pytest.raises(LogError, match="clock goes back"):
+    with pytest.raises(LogError, match="clock goes back .*--drop-unordered"):
         load_log(_csv(tmp_path / "back.csv", _columns(back, q[rows], tau[rows])), JOINTS, drop_repeated=True)
+    # ... unless dropped until the clock passes its last stamp: two swapped messages (rows 400
+    # and 401), and a clock stepped back by 10 periods (at row 600: rows 600-609 dropped)
+    order = np.arange(len(t))
+    order[[400, 401]] = order[[401, 400]]
+    stepped = np.arange(len(t))[order] / 200.0  # a clock without jitter: the rows dropped are known
+    stepped[600:] -= 10.5 / 200.0
+    log = load_log(_csv(tmp_path / "unordered.csv", _columns(stepped, q[order], tau[order])), JOINTS,
+                   drop_unordered=True, chunk=chunk)
+    assert (log.info.repeated, log.info.first_repeated) == (1 + 10, (401, 400 / 200.0))
+    assert np.all(np.diff(log.t) > 0) and len(log) == len(t) - 11
+    np.testing.assert_allclose(log.q[:400], q[:400], atol=1e-9)  # 9 significant digits in the CSV
 
 
 def test_non_finite_rows_are_skipped_and_counted(tmp_path):

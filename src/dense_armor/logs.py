@@ -25,6 +25,7 @@ Formats:
 
 Clock. Stamps must increase strictly: a decreasing stamp is an error naming the sample, and so
 is a repeated one unless ``drop_repeated`` drops the samples that repeat the stamp before them
+(``drop_unordered`` drops those that are not after every stamp before them too)
 (a message published twice; counted and reported). Steps jitter (0.7-1.6 times the median step
 is normal on a host clock); a step over :data:`GAP` times the median is a gap (dropped
 packets); the period is the mean of the other steps of the first chunk. Gaps up to ``max_gap``
@@ -103,8 +104,9 @@ class LogInfo:
         resample: the resampling rate, Hz, or ``None``.
         samples: rows read; skipped: rows with a NaN or inf, not used; other: a bag's
             messages with none of the robot's joints (another publisher's, a gripper's).
-        repeated: rows dropped for repeating the stamp before them; first_repeated: the
-            first one's ``(row, t)``, or ``None``.
+        repeated: rows dropped for repeating the stamp before them (or, with ``drop_unordered``,
+            for a stamp not after every one before); first_repeated: the first one's ``(row, t)``,
+            or ``None``.
         gaps: every gap (:class:`Gap`); segments: pieces the log was split into.
         expected: the number of rows, when known before reading (else ``None``).
         ignored: a CSV's or NPZ's columns naming no joint of the robot (``q_des_joint1``).
@@ -468,9 +470,10 @@ class LogStream:
     ``t`` (m,) and ``q``, ``qd``, ``qdd``, ``tau`` (m, n); :attr:`info` fills in as it goes."""
 
     def __init__(self, chunks: Iterator[dict], info: LogInfo, *, dt, causal, cutoff, resample, torque_scale, max_gap,
-                 chunk, drop_repeated=False):
+                 chunk, drop_repeated=False, drop_unordered=False):
         self.info = info
         self._raw, self._dt, self._scale, self._drop_repeated = chunks, dt, torque_scale, drop_repeated
+        self._drop_unordered = drop_unordered
         self._causal, self._cutoff, self._resample, self._max_gap, self._chunk = causal, cutoff, resample, max_gap, chunk
 
     def __iter__(self) -> Iterator[dict]:
@@ -490,8 +493,11 @@ class LogStream:
             bad_t = np.nonzero(~np.isfinite(t))[0]
             if len(bad_t):
                 raise LogError(f"{info.source}: time stamp {t[bad_t[0]]} at sample {index[bad_t[0]]} is not a number")
-            if self._drop_repeated:
+            if self._drop_unordered:  # each stamp after every one before it: a clock stepped back waits
+                keep = t > np.maximum.accumulate(np.concatenate([[-np.inf if last_t is None else last_t], t]))[:-1]
+            elif self._drop_repeated:
                 keep = t != np.concatenate([[np.nan if last_t is None else last_t], t[:-1]])
+            if self._drop_repeated or self._drop_unordered:
                 if not keep.all():
                     if info.first_repeated is None:
                         k = np.argmin(keep)
@@ -508,7 +514,8 @@ class LogStream:
             back = np.nonzero(steps <= 0)[0]
             if len(back):
                 k = back[0]
-                what, hint = ("goes back to", "") if steps[k] < 0 else (
+                what, hint = ("goes back to", " (--drop-unordered, or drop_unordered=True, drops the samples until it "
+                                             "passes its last stamp)") if steps[k] < 0 else (
                     "repeats", " (--drop-repeated, or drop_repeated=True, drops the samples that repeat a stamp)")
                 raise LogError(f"{info.source}: the clock {what} {t[k + first]:.6f} s at sample {index[k + first]} "
                                f"(the sample before: {prev[k]:.6f} s); stamps must increase{hint}")
@@ -617,7 +624,8 @@ class LogStream:
 
 def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | None = None, dt: float | None = None,
              causal: bool = False, cutoff: float | None = None, resample: float | None = None, torque_scale=None,
-             max_gap: float | None = None, drop_repeated: bool = False, time_unit: str = "s", chunk: int = 20000) -> LogStream:
+             max_gap: float | None = None, drop_repeated: bool = False, drop_unordered: bool = False, time_unit: str = "s",
+             chunk: int = 20000) -> LogStream:
     """Open a log for a robot with joints ``joint_names``: a stream of matched chunks.
 
     Args:
@@ -635,6 +643,8 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
             log of motor currents, the torque constants (sign included).
         max_gap: the longest gap bridged, s (default :data:`BRIDGE` median periods).
         drop_repeated: drop a sample whose stamp repeats the one before (else an error).
+        drop_unordered: drop a sample whose stamp is not after every one before it (a repeat,
+            two messages swapped, a clock stepped back; else an error), counted as repeated.
         time_unit: the unit of a CSV or NPZ log's ``t`` column (:data:`TIME_UNITS`: ``"s"``,
             ``"ms"``, ``"us"``, ``"ns"``); a bag's stamps are seconds.
         chunk: rows per chunk.
@@ -685,7 +695,7 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         info.expected = len(arrays["q"])
         chunks = ({k: v[s : s + chunk] for k, v in arrays.items()} for s in range(0, len(arrays["q"]), chunk))
     return LogStream(chunks, info, dt=dt, causal=causal, cutoff=cutoff, resample=resample, torque_scale=scale,
-                     max_gap=max_gap, chunk=chunk, drop_repeated=drop_repeated)
+                     max_gap=max_gap, chunk=chunk, drop_repeated=drop_repeated, drop_unordered=drop_unordered)
 
 
 def load_log(path: str | os.PathLike, joint_names, **options) -> Log:

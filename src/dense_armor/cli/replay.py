@@ -62,6 +62,9 @@ def add_log_options(p) -> None:
                    help="longest clock gap bridged, s (default 10 median periods); longer gaps split the log")
     g.add_argument("--drop-repeated", action="store_true",
                    help="drop a sample whose stamp repeats the one before (a message published twice); default: an error")
+    g.add_argument("--drop-unordered", action="store_true",
+                   help="drop a sample whose stamp is not after every one before it (a repeat, swapped messages, a clock "
+                        "stepped back: dropped until it passes its last stamp); default: an error")
     g.add_argument("--torque-scale", metavar="GAINS",
                    help="gain per joint turning the logged effort into torque (motor currents: the torque constants, "
                    "sign included): one number, a comma-separated list in joint order, or a file (JSON list or "
@@ -125,7 +128,7 @@ def open_stream(args, model, fixed):
     ignored = set(fixed) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model, ignored),
-                      max_gap=args.max_gap, drop_repeated=args.drop_repeated, time_unit=args.time_unit,
+                      max_gap=args.max_gap, drop_repeated=args.drop_repeated, drop_unordered=args.drop_unordered, time_unit=args.time_unit,
                       chunk=max(args.chunk, 1000))
     chunks = iter(stream)
     first = next(chunks, None)
@@ -300,7 +303,8 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         clock += f"; {info.other} messages without the robot's joints (another publisher's) skipped"
     if info.repeated:
         row, t = info.first_repeated
-        clock += f"; {info.repeated} rows repeating a stamp dropped (the first at sample {row}, {at(t)})"
+        what = "not after the stamps before them" if args.drop_unordered else "repeating a stamp"
+        clock += f"; {info.repeated} rows {what} dropped (the first at sample {row}, {at(t)})"
     print(clock)
     if info.ignored:
         print(f"  columns naming no joint of the robot, ignored: {', '.join(info.ignored)}")
