@@ -389,6 +389,8 @@ def _bad_files(folder: Path, arm) -> dict[str, Path]:
         (["replay", "{urdf}", "text.csv", "--mimic", "--lock", "joint2=0", "--lock", "joint1=0"], "every joint would be locked"),
         (["demo", "--rate", "-5"], "argument --rate"),
         (["demo", "--duration", "0.001"], "too few"),
+        (["demo", "--write-log", "{folder}/run.bag"], "or a ROS 2 bag (a new folder) ending in .mcap or .db3"),
+        (["replay", "{urdf}", "timed.csv", "--state-in", "text.csv"], "text.csv: not a learner state file (an NPZ written by save)"),
         (["demo", "--duration", "1e9", "--rate", "1e6"], "too many to simulate"),
         (["control", "--laps", "100000000"], "too many to simulate"),
         (["control", "--laps", "1250"], "too many to simulate"),

@@ -101,6 +101,12 @@ def test_negative_trigger_options_are_refused(kwargs, message):
         DriftAwareResidualDynamicsLearner(NOMINAL, **kwargs)
 
 
+def test_a_file_that_is_no_state_says_so_without_numpys_words(tmp_path):
+    (tmp_path / "log.csv").write_text("t,q0\n0,1\n")
+    with pytest.raises(ValueError, match=r"log.csv: not a learner state file \(an NPZ written by save\)$"):
+        learners.saved_options(tmp_path / "log.csv")  # NumPy says 'allow_pickle=False' of any such file
+
+
 def test_state_files_know_what_they_belong_to(tmp_path):
     learner = RobotResidualDynamicsLearner(NOMINAL, rate=100.0)
     for s in _samples(20):

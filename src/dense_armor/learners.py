@@ -699,7 +699,8 @@ def _read(path):
     except FileNotFoundError:
         raise
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path}: not a learner state file (an NPZ written by save): {err}") from None
+        why = "" if "pickle" in str(err) else f": {err}"  # NumPy's word for any file it cannot read as arrays
+        raise ValueError(f"{path}: not a learner state file (an NPZ written by save){why}") from None
     return loaded, {k[len("identity_") :]: str(v) for k, v in loaded.items() if k.startswith("identity_")}
 
 

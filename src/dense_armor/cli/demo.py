@@ -32,6 +32,9 @@ def cmd_demo(args) -> int:
     _check_size(args.duration * args.rate, "--duration x --rate", 30)
     plot = Output(args.plot, "--plot", suffixes=(".png",))
     urdf = Output(args.write_urdf, "--write-urdf", suffixes=(".urdf",))
+    if args.write_log and Path(args.write_log).suffix.lower() not in (".csv", ".npz", ".mcap", ".db3"):
+        raise UserError(f"--write-log {args.write_log}: expected a file ending in .csv or .npz, or a ROS 2 bag (a new "
+                        "folder) ending in .mcap or .db3")
     log = Output(args.write_log, "--write-log", suffixes=(".csv", ".npz")) if args.write_log and not _is_bag(args.write_log) else None
     if args.write_log and _is_bag(args.write_log) and Path(args.write_log).exists():
         raise UserError(f"--write-log {args.write_log}: a bag is a new folder; this one exists")
