@@ -513,7 +513,7 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     import pinocchio as pin
     from oracle import pin_compatible
 
-    from dense_armor import learners
+    from dense_armor import inertial, learners
     from dense_armor.robot_learner import JOINT_TERMS, RobotLearner, estimate
 
     out = wall["folder"] / "identified.urdf"
@@ -545,6 +545,21 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     urdf = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(wall["model"], wall["q"], wall["qd"], wall["qdd"]))
     rms = lambda e: np.sqrt(np.mean(e**2))  # noqa: E731
     assert rms(learned - wall["tau"]) < 0.1 * rms(urdf - wall["tau"])  # and it is close to the real arm
+    # what a simulator reads: the joints' identified friction, inertias it accepts
+    import mujoco
+
+    sim = mujoco.MjModel.from_xml_string(out.read_text())
+    np.testing.assert_allclose(sim.dof_damping, terms["viscous"], rtol=1e-9)
+    np.testing.assert_allclose(sim.dof_frictionloss, terms["coulomb"], rtol=1e-9)
+    assert terms["viscous"] == pytest.approx([0.3, 0.3], abs=0.05)
+    for name, body in side["bodies"].items():
+        assert not body["mass_unexcited"] or name == "link1"
+    moments = np.linalg.eigvalsh(np.asarray(jax.vmap(lambda p: inertial.to_com(p)[2])(identified.inertia)))
+    assert np.all(moments[:, 0] >= 0.99e-6 * moments[:, -1])
+    # a log too short to identify anything writes nothing
+    short = _write_csv(wall["folder"] / "short.csv", {k: v[:5] for k, v in wall["cols"].items()})
+    code, _, err = _run(capsys, "identify", wall["urdf"], short, "-o", wall["folder"] / "short.urdf")
+    assert code == 2 and "the log identifies nothing" in err and not (wall["folder"] / "short.urdf").exists()
 
 
 def _planar_log(model, real, path, seed=1):

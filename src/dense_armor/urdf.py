@@ -387,29 +387,41 @@ def _numbers(values) -> str:
     return " ".join(repr(float(v)) for v in values)
 
 
-def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None) -> str:
+#: The smallest principal moment :func:`with_inertials` writes, as a fraction of the largest:
+#: a body a log cannot tell from a rod is written as a thin one (MuJoCo refuses a zero moment).
+MIN_MOMENT = 1e-6
+
+
+def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None, dynamics=None) -> str:
     """The URDF ``source`` (path or XML) with new inertial parameters: the text of a URDF that
     describes ``model`` (parsed from ``source``, with the ``locked`` joints ``{name: position}``
     fixed, as :func:`dense_armor.model.lock_joints` fixes them: coupled mimic joints included,
     see :func:`dense_armor.model.locked_positions`) with each body's parameters ``inertia``
-    (B, 10).
+    (B, 10), and with ``dynamics`` ``{joint: {"damping": N m s/rad, "friction": N m}}`` set in
+    those joints' ``<dynamics>``.
 
     Each body's parameters go to the link its joint moves (as mass, centre of mass and inertia
-    about it, in the link's frame); the links merged into that body lose their ``<inertial>``;
-    locked joints become fixed joints at their position. Everything else is kept as written.
+    about it, in the link's frame, its principal moments at least :data:`MIN_MOMENT` of the
+    largest); the links merged into that body lose their ``<inertial>``; locked joints become
+    fixed joints at their position. Everything else is kept as written.
     """
     text, where = _read(source)
     root = ET.fromstring(text)
     inertia = np.asarray(inertia, np.float64)
     if inertia.shape != (model.n_bodies, 10):
         raise ValueError(f"inertia: expected shape ({model.n_bodies}, 10), got {inertia.shape}")
+    context = _Context(where)
     for joint in root.findall("joint"):
         name = joint.get("name")
+        if dynamics and name in dynamics:
+            element = joint.find("dynamics")
+            element = ET.SubElement(joint, "dynamics") if element is None else element
+            for key, value in dynamics[name].items():
+                element.set(key, repr(float(value)))
         if not locked or name not in locked:
             continue
-        R0, p0 = _Context(where).origin(joint, f"joint {name!r}")
-        axis_el = joint.find("axis")
-        a = np.array([1.0, 0.0, 0.0]) if axis_el is None else np.array([float(v) for v in axis_el.get("xyz").split()])
+        R0, p0 = context.origin(joint, f"joint {name!r}")
+        a = context.floats(joint.find("axis"), "xyz", 3, (1.0, 0.0, 0.0), f"joint {name!r}")
         a = a / np.linalg.norm(a)
         x = float(locked[name])
         if joint.get("type") == "prismatic":
@@ -432,6 +444,9 @@ def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None
         if frame != model.body_names[body]:
             continue  # merged into its body's link
         mass, com, I = inertial.to_com(inertia[body])
+        moments, axes = np.linalg.eigh(I)
+        if moments[0] < MIN_MOMENT * moments[-1]:
+            I = (axes * np.maximum(moments, MIN_MOMENT * moments[-1])) @ axes.T
         element = ET.Element("inertial")
         ET.SubElement(element, "origin", {"xyz": _numbers(com), "rpy": "0 0 0"})
         ET.SubElement(element, "mass", {"value": repr(float(mass))})

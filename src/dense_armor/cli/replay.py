@@ -518,15 +518,22 @@ def cmd_identify(args) -> int:
         model, locks, stream, learner, result, elapsed = _run(args, "robot")
         with jax.enable_x64(True):
             est = jax.tree.map(np.asarray, robot_learner.estimate(learner, result.state))
-        text = with_inertials(args.urdf, model, est.parameters, args.fixed)
+        if all(np.all(getattr(est, f"{key}_unexcited")) for key in ("mass", "com", "inertia", *robot_learner.JOINT_TERMS)):
+            raise UserError(f"{args.log}: the log identifies nothing (every parameter's uncertainty is about its prior's: "
+                            f"{result.samples} samples, too few or too little motion); nothing written")
+        # a simulator's joint friction: each identified viscous and Coulomb term (dissipative:
+        # at least 0); a term the log did not identify keeps the URDF's
+        dynamics = {name: {key: max(float(getattr(est, term)[j]), 0.0) for key, term in (("damping", "viscous"), ("friction", "coulomb"))
+                           if not getattr(est, f"{term}_unexcited")[j]} for j, name in enumerate(model.joint_names)}
+        text = with_inertials(args.urdf, model, est.parameters, args.fixed, dynamics)
         outputs["urdf"].handle.write(text.encode())
         written, unconstrained = _fits(args, model, parse_urdf(text, mimic=args.mimic), est, learner, result.state.rls.w)
         nominal, learned = result.scores.rmse()
-        side = {"urdf": Path(args.output).name, "locked": locks, "coulomb_width": float(learner.coulomb_width),
+        side = {"urdf": Path(args.output).name, "locked": locks,
+                "dynamics": "each joint's <dynamics damping friction> in the URDF is its identified viscous and coulomb term "
+                            "(at least 0; a term marked unexcited keeps the URDF's): a simulator's friction; rnea ignores them",
+                **robot_learner.report(learner, est),
                 "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
-                "joints": {name: {term: float(getattr(est, term)[j]) for term in robot_learner.JOINT_TERMS} | {
-                    f"{term}_std": float(getattr(est, term + "_std")[j]) for term in robot_learner.JOINT_TERMS}
-                    for j, name in enumerate(model.joint_names)},
                 "source": {"log": str(args.log), "samples": result.samples,
                            "rmse_nominal": nominal, "rmse_learner": learned, "rmse_written": written,
                            "rmse_unconstrained": unconstrained}}
