@@ -403,3 +403,14 @@ def panda_urdf():
     from urdf_factory import example_robot_urdf
 
     return example_robot_urdf("panda_description/urdf/panda.urdf")
+
+
+def test_a_locked_joint_whose_axis_has_no_xyz_is_fixed_about_the_default_axis():
+    text = minimal_urdf().replace('<axis xyz="0 0 1"/>', "<axis/>")  # URDF's default axis: x
+    locks = {"joint2": 0.4}
+    model = lock_joints(parse_urdf(text), locks)
+    xml = with_inertials(text, model, np.asarray(model.inertia), locks, {"joint1": {"damping": 0.3}})
+    again = parse_urdf(xml)
+    assert again.joint_names == ("joint1",) and float(again.damping[0]) == 0.3
+    q = np.array([0.7])
+    np.testing.assert_allclose(rnea(again, q, q, q), rnea(model, q, q, q), atol=1e-12)
