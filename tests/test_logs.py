@@ -182,7 +182,8 @@ def test_locked_joints_columns_are_ignored_and_missing_joints_suggest_lock(tmp_p
     cols["q_gripper"] = cols["q_des_joint1"] = np.zeros(len(t))  # a joint the URDF lacks, a setpoint
     log = load_log(_csv(tmp_path / "g.csv", cols), JOINTS)
     assert len(log) == len(t) and log.info.ignored == ("q_gripper", "q_des_joint1")
-    assert load_log(tmp_path / "g.csv", JOINTS, locked={"gripper"}).info.ignored == ("q_des_joint1",)
+    locked = load_log(tmp_path / "g.csv", JOINTS, locked={"gripper"}).info
+    assert locked.ignored == ("q_des_joint1",) and locked.locked_range == {"gripper": (0.0, 0.0)}
     del cols["q_joint2"], cols["q_gripper"]
     with pytest.raises(LogError, match=r"not for joint2 .* --lock joint2=VALUE \(columns naming no joint of the robot, "
                                        r"ignored: q_des_joint1\)"):

@@ -110,6 +110,8 @@ class LogInfo:
         gaps: every gap (:class:`Gap`); segments: pieces the log was split into.
         expected: the number of rows, when known before reading (else ``None``).
         ignored: a CSV's or NPZ's columns naming no joint of the robot (``q_des_joint1``).
+        locked_range: the positions ``(lowest, highest)`` the log has for joints locked in the
+            model (``locked``), where it logs them.
         clock: a bag's stamps: ``"header"`` (the messages' own) or ``"receive"`` (the bag's,
             when the headers of its first chunk are all zero); ``None`` for other logs.
         unstamped: a bag's messages with a zero header stamp among stamped ones, dropped.
@@ -134,6 +136,7 @@ class LogInfo:
     segments: int = 1
     expected: int | None = None
     ignored: tuple = ()
+    locked_range: dict = field(default_factory=dict)
     clock: str | None = None
     unstamped: int = 0
     unestimated: tuple = ()
@@ -407,9 +410,10 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
                           *(np.asarray(getattr(msg, key), np.float64) for key in ("position", "velocity", "effort")))
                 layout = _JointStateLayout.of(bytes(raw), fields) if reader.is2 else None  # ROS 2: CDR
             names, header, position, speed, effort = fields
-            order = order_cache.get(names)
+            order, held = order_cache.get(names, (None, None))
             if order is None:
                 where = {name: i for i, name in enumerate(names)}
+                held = [(name, where[name]) for name in locked if name in where]
                 if len(where) < len(names):
                     twice = sorted({name for name in names if names.count(name) > 1})
                     raise LogError(f"{path}: message {k} on {topic} names {', '.join(twice)} more than once")
@@ -424,7 +428,11 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
                                    f"to replay without a joint, lock it: " + " ".join(f"--lock {j}=VALUE" for j in lock))
                 else:
                     order = np.array([where[j] for j in joint_names])
-                order_cache[names] = order
+                order_cache[names] = order, held
+            for name, i in held:  # where the locked joints were (any publisher's message)
+                if i < len(position) and math.isfinite(position[i]):
+                    low, high = info.locked_range.get(name, (math.inf, -math.inf))
+                    info.locked_range[name] = (min(low, position[i]), max(high, position[i]))
             if len(order) == 0:  # another publisher's joints (a gripper)
                 info.other += 1
                 continue
@@ -685,6 +693,11 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         if len(lengths) > 1:
             raise LogError(f"{path}: columns have different lengths: {sorted(lengths)}")
         found = _match(path, columns, joint_names, set(locked), info)
+        for name in locked:
+            x = np.asarray(columns.get(f"q_{name}", ()), np.float64)
+            x = x[np.isfinite(x)]
+            if len(x):
+                info.locked_range[name] = (float(x.min()), float(x.max()))
         arrays = {k: v for k, v in found.items() if v is not None}
         if "t" in columns:
             arrays["t"] = np.asarray(columns["t"], np.float64) * TIME_UNITS[time_unit]

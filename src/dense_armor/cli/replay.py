@@ -27,6 +27,7 @@ HARM = 0.1  # a second in which the learner is over 10 % worse than the URDF is 
 # a log's rate within 2 % of a saved state's is the same robot's: a clock's estimate moves with
 # its jitter and dropped packets, and 3 digits of it jump at 1000 Hz (999 below, 1e3 above)
 RATE_TOLERANCE = 0.02
+LOCK_TOLERANCE = 0.01  # rad or m: a locked joint logged farther from its position moves
 
 
 # ----------------------------------------------------------------------------- options
@@ -251,6 +252,11 @@ def _run(args, kind: str, make_sink=None):
         if bar is not None:
             bar.close()
     args.fixed = fixed  # for identify's URDF
+    for name, (low, high) in info.locked_range.items():
+        if name in fixed and max(abs(low - fixed[name]), abs(high - fixed[name])) > LOCK_TOLERANCE:
+            logged = f"at {low:.4g}" if high - low <= LOCK_TOLERANCE else f"moving over [{low:.4g}, {high:.4g}]"
+            print(f"{PROG}: warning: --lock holds {name} at {fixed[name]:g}, but the log has it {logged}",
+                  file=sys.stderr)
     return model, locks, stream, learner, result, Timing(time.perf_counter() - started, sum(compiling))
 
 
