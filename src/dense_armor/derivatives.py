@@ -78,8 +78,9 @@ def zero_phase(t, x, cutoff: float, derivatives: int = 2, at=None) -> list[np.nd
     increasing, ``T >= 2``."""
     # on times from the first stamp: at epoch seconds (1.7e9 s) a float's spacing, 2.4e-7 s,
     # wobbles a 1 kHz grid by 2e-4 of its step, which the second derivative magnifies
-    origin = float(np.asarray(t, np.float64)[0])
-    t = np.asarray(t, np.float64) - origin
+    t = np.asarray(t, np.float64)
+    origin = t[0]
+    t = t - origin
     x = np.asarray(x, np.float64)
     period = float(np.median(np.diff(t)))
     count = int(np.ceil((t[-1] - t[0]) / period - 1e-9)) + 1  # the grid covers every stamp

@@ -24,9 +24,9 @@ Formats:
   needs to fit in memory.
 
 Clock. Stamps must increase strictly: a decreasing stamp is an error naming the sample, and so
-is a repeated one unless ``drop_repeated`` drops the samples that repeat the stamp before them
-(``drop_unordered`` drops those that are not after every stamp before them too)
-(a message published twice; counted and reported). Steps jitter (0.7-1.6 times the median step
+is a repeated one, unless ``drop_repeated`` drops the samples that repeat the stamp before them
+(a message published twice) or ``drop_unordered`` those not after every stamp before them (two
+messages swapped, a clock stepped back); they are counted and reported. Steps jitter (0.7-1.6 times the median step
 is normal on a host clock); a step over :data:`GAP` times the median is a gap (dropped
 packets); the period is the mean of the other steps of the first chunk. Gaps up to ``max_gap``
 seconds (default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a
