@@ -15,7 +15,7 @@ from dense_armor import attach_payload, inertial, learners, parse_urdf, rls
 from dense_armor.dynamics import joint_torque_regressor, rnea
 from dense_armor.learners import Sample
 from dense_armor.model import lock_joints
-from dense_armor.payload_change import BLOCK, BLOCK_MEMORY, HELD, ONSET_SPACING, ONSETS, PayloadDetector, payload_std
+from dense_armor.payload_change import BLOCK, BLOCK_MEMORY, HELD, ONSET_SPACING, ONSETS, WINDOWS, PayloadDetector, payload_std
 from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import with_inertials
@@ -256,8 +256,9 @@ def test_a_fit_counts_its_scores_correlation_from_batch_means_held_back_three_se
 @pytest.mark.parametrize("since", [101, 499])
 def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones(since):
     # the blocks of the last 3 s may have seen the change: they must not widen the next test;
-    # an alarm on a block's last sample (499 at 1 kHz) keeps the block that sample releases
-    detector, n, p, columns, rate = PayloadDetector(arm_after=0.0), 3, 28, slice(10, 20), 1000.0
+    # an alarm on a block's last sample (499 at 1 kHz, tested every sample) keeps the block that
+    # sample releases
+    detector, n, p, columns, rate = PayloadDetector(arm_after=0.0, every=0.0), 3, 28, slice(10, 20), 1000.0
     rng = np.random.default_rng(17)
     state = detector.init(jnp.zeros(p), jnp.float64)
     scores = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), state.scores)
@@ -274,6 +275,30 @@ def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones(since):
     np.testing.assert_allclose(new.scores.long_power, keep * scores.long_power + released * scores.held_power[-1], rtol=1e-14)
     for field in ("block", "block_power", "held", "held_power"):
         assert not np.any(np.asarray(getattr(new.scores, field))), field
+
+
+def test_the_fits_are_tested_every_period_and_held_between_tests():
+    # at 1 kHz the default tests every 10 samples: a certain 3 kg change found between two tests
+    # waits for the next one, and the outputs between tests are the last test's fits
+    detector, n, p, columns, rate = PayloadDetector(arm_after=0.0), 3, 28, slice(10, 20), 1000.0
+    rng = np.random.default_rng(5)
+    state = detector.init(jnp.zeros(p), jnp.float64)
+    held = jnp.asarray(rng.normal(size=state.tested.shape)), jnp.asarray(rng.uniform(1, 2, state.tested_std.shape))
+    state = state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6), tested=held[0], tested_std=held[1])
+    args = (jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n), jnp.zeros(n), jnp.zeros(p), 1.0, columns,
+            1.0, rate, True)
+    between, alarm, _, change, std, _ = detector.step(state._replace(since=jnp.asarray(105, jnp.int32)), *args)
+    assert not bool(alarm)
+    np.testing.assert_array_equal(change, held[0][len(WINDOWS)])
+    assert float(std) == float(held[1][len(WINDOWS)])
+    np.testing.assert_array_equal(between.tested, held[0])
+    tested, alarm, *_ = detector.step(state._replace(since=jnp.asarray(110, jnp.int32)), *args)
+    assert bool(alarm)
+    fitted, fitted_std = detector.fits(state, 1.0, rate)
+    assert abs(float(fitted[1, 0]) - 3.0) < 1e-3
+    # every sample with every=0, as before the period
+    _, alarm, *_ = PayloadDetector(arm_after=0.0, every=0.0).step(state._replace(since=jnp.asarray(105, jnp.int32)), *args)
+    assert bool(alarm)
 
 
 def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():

@@ -28,7 +28,9 @@ when the fitted mass change is both physically large and statistically clear:
 3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, in
    the window or in one a third as long (an exponential window dilutes a change with what came
    before it: the short one sees a large change sooner), once the learner has seen
-   ``arm_after`` seconds of samples and ``hold`` seconds after an alarm.
+   ``arm_after`` seconds of samples and ``hold`` seconds after an alarm. The fits are solved and
+   tested every ``every`` seconds (10 ms), not every sample: a change takes the test a large
+   part of a second to become clear, and the solves are the detector's costliest step.
 4. Onsets. A window fit is blind to the part of a change the learner has already absorbed
    (in a slow move it follows much of a pick-up before the window sees it), so the detector
    also keeps :data:`ONSETS` hypotheses of a change that began at an onset, one every
@@ -71,7 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dense_armor import rls
-from dense_armor.compiler import full_precision
+from dense_armor.compiler import dot_last, full_precision
 
 __all__ = ["PayloadDetector", "PayloadDetectorState", "payload_std"]
 
@@ -160,6 +162,8 @@ class PayloadDetectorState(NamedTuple):
             (rows whitened by the noise only, errors under the baseline).
         b: (3, 10) the fits' ``sum Y_b' e``, the same way.
         since: () int32, samples since the start or the last alarm.
+        tested: (3 + H, 10) the fitted changes at the last test and tested_std: (3 + H,) their
+            masses' standard deviations (:meth:`PayloadDetector.fits`).
         alarmed: () bool, an alarm has been raised (the next test waits ``hold``, not
             ``arm_after``).
         snapshots: (SNAPSHOTS, p) the learner's parameters, every window, newest first.
@@ -172,6 +176,8 @@ class PayloadDetectorState(NamedTuple):
     A: jax.Array
     b: jax.Array
     since: jax.Array
+    tested: jax.Array
+    tested_std: jax.Array
     alarmed: jax.Array
     snapshots: jax.Array
     baseline: jax.Array
@@ -190,6 +196,7 @@ class PayloadDetector(eqx.Module):
         z: the fitted mass change must be at least ``z`` standard deviations.
         arm_after: s of samples before the first test (the learner's own transient).
         hold: s after an alarm before the next test (the learner re-learns the body).
+        every: s between tests (at most one a sample).
         prior: (10,) standard deviations of a payload change (:func:`payload_std`): the fit's
             ridge, and the covariance added to the body's parameters on an alarm.
     """
@@ -199,11 +206,12 @@ class PayloadDetector(eqx.Module):
     z: float | jax.Array = 5.0
     arm_after: float | jax.Array = 10.0
     hold: float | jax.Array = 3.0
+    every: float | jax.Array = 0.01
     prior: jax.Array | np.ndarray = eqx.field(default_factory=payload_std)
 
     def __check_init__(self):
         for name, rule in (("window", lambda v: v > 0), ("min_mass", lambda v: v >= 0), ("z", lambda v: v >= 0),
-                           ("arm_after", lambda v: v >= 0), ("hold", lambda v: v >= 0)):
+                           ("arm_after", lambda v: v >= 0), ("hold", lambda v: v >= 0), ("every", lambda v: v >= 0)):
             value = getattr(self, name)
             if isinstance(value, (int, float)) and not (np.isfinite(value) and rule(value)):
                 raise ValueError(f"PayloadDetector {name} out of range, got {value!r}")
@@ -218,6 +226,7 @@ class PayloadDetector(eqx.Module):
         square, held = jnp.zeros((10, 10), dtype), jnp.zeros((HELD, 10, 10), dtype)
         return PayloadDetectorState(
             A=jnp.zeros((fits, 10, 10), dtype), b=jnp.zeros((fits, 10), dtype), since=jnp.zeros((), jnp.int32),
+            tested=jnp.zeros((fits + ONSETS, 10), dtype), tested_std=jnp.zeros(fits + ONSETS, dtype),  # a test at since = 0
             alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, p)), baseline=params,
             onsets=OnsetBank(jnp.zeros((p, ONSETS, 10), dtype), jnp.zeros((ONSETS, 10, 10), dtype),
                              jnp.zeros((ONSETS, 10), dtype), jnp.zeros(ONSETS, jnp.int32), jnp.zeros(ONSETS, dtype)),
@@ -278,14 +287,16 @@ class PayloadDetector(eqx.Module):
             ``(state, alarm, baseline, change, std, signature)``: the new state, () bool, the
             learner's parameters before the change (p,) (to restore on an alarm), the change
             since the last alarm (10,) with its mass's standard deviation (), both fitted
-            to the samples before this one, and each onset's signature (n, H, 10) for
-            :meth:`absorb` once the learner has learned the sample.
+            at the last test (to the samples before it), and each onset's signature (n, H, 10)
+            for :meth:`absorb` once the learner has learned the sample.
         """
         dtype = state.b.dtype
         rate = jnp.asarray(rate, dtype)
         min_mass, z_min = jnp.asarray(self.min_mass, dtype), jnp.asarray(self.z, dtype)
-        # the fits to the samples before this one
-        estimate, std = self.fits(state, correlation, rate)
+        # the fits to the samples before this one, at a test; else those of the last test
+        testing = state.since % _samples(jnp.asarray(self.every, dtype), rate) == 0
+        estimate, std = jax.lax.cond(testing, lambda: self.fits(state, correlation, rate),
+                                     lambda: (state.tested, state.tested_std))
         change = len(WINDOWS)  # then the change since the last alarm, then the onsets
         m, m_std = estimate[change + 1 :, 0], std[change + 1 :]
         wait = jnp.where(state.alarmed, jnp.asarray(self.hold, dtype), jnp.asarray(self.arm_after, dtype))
@@ -300,16 +311,16 @@ class PayloadDetector(eqx.Module):
         bank = state.onsets
         onset_passes = ((bank.age >= jnp.maximum(ONSET_AGE * rate, 1.0)) & (jnp.abs(m) >= ONSET_MASS * min_mass)
                         & (jnp.abs(m) >= z_min * m_std) & (bank.mass + m + FEASIBLE_Z * m_std >= 0.0))
-        alarm = valid & armed & (jnp.any(passes) | jnp.any(onset_passes))
+        alarm = valid & testing & armed & (jnp.any(passes) | jnp.any(onset_passes))
         # snapshots of the learner's parameters every window; on an alarm, the baseline is
         # the newest one at least two windows old or, on an onset's alarm, the newest one
         # taken an onset spacing before that onset (the change cannot have bent it)
-        every = _samples(jnp.asarray(self.window, dtype), rate)
-        due = valid & (state.since % every == 0)
+        period = _samples(jnp.asarray(self.window, dtype), rate)
+        due = valid & (state.since % period == 0)
         snapshots = jnp.where(due, jnp.concatenate([params[None], state.snapshots[:-1]]), state.snapshots)
         spacing = _samples(ONSET_SPACING, rate)
         fired = jnp.argmax(jnp.where(onset_passes, jnp.abs(m) / m_std, -1.0))
-        ages = (state.since - 1) % every + 1 + every * jnp.arange(SNAPSHOTS)  # samples ago, newest first
+        ages = (state.since - 1) % period + 1 + period * jnp.arange(SNAPSHOTS)  # samples ago, newest first
         before = ages >= bank.age[fired] + spacing
         chosen = jnp.where(jnp.any(onset_passes) & jnp.any(before), jnp.argmax(before), SNAPSHOTS - 1)
         baseline = state.snapshots[chosen]
@@ -338,12 +349,12 @@ class PayloadDetector(eqx.Module):
         b = jnp.where(valid, keep[:, None] * state.b + Ye, state.b)
         fresh = new[:, None]
         onsets = OnsetBank(
-            D=D, A=jnp.where(fresh[..., None], 0.0, bank.A) + jnp.einsum("hkn,hln->hkl", Sb, Sb),
-            b=jnp.where(fresh, 0.0, bank.b) + jnp.einsum("hkn,n->hk", Sb, eb),
+            D=D, A=jnp.where(fresh[..., None], 0.0, bank.A) + dot_last(Sb[:, :, None], Sb[:, None]),
+            b=jnp.where(fresh, 0.0, bank.b) + dot_last(Sb, eb),
             age=jnp.where(new, 1, jnp.where(active, bank.age + 1, 0)), mass=jnp.where(new, mass, bank.mass))
         onsets = jax.tree.map(lambda a, f: jnp.where(valid, a, f), onsets, bank)
-        new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), state.alarmed, snapshots,
-                                         state.baseline, onsets, scores)
+        new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), estimate, std, state.alarmed,
+                                         snapshots, state.baseline, onsets, scores)
         # after an alarm: empty fits and onsets, snapshots of the restored baseline; the batch
         # means keep what they have released, this sample's release included (the held blocks
         # may have seen the change)
