@@ -106,16 +106,19 @@ class NumpyFiveFeature:
 
 class NumpyShared:
     """One RLS over the stacked joint equations, its columns from Pinocchio's joint-torque
-    regressor: the payload learner's (``body`` given) or the whole robot's."""
+    regressor: the payload learner's (``body`` given) or the whole robot's (those the
+    library's learner learns: ``learned``, indices into the ``14 n`` columns)."""
 
-    def __init__(self, xml: str, body: int | None, lam: float = LAM, delta: float = 1e6, width: float = 0.02):
+    def __init__(self, xml: str, body: int | None, lam: float = LAM, delta: float = 1e6, width: float = 0.02,
+                 learned=None):
         import pinocchio as pin
 
         self.pin, self.model = pin, pinocchio_model(xml)
         self.data = self.model.createData()
         n = self.model.nv
         self.n, self.body, self.lam, self.width = n, body, lam, width
-        p = 10 + 3 * n if body is not None else 14 * n
+        self.learned = np.arange(14 * n) if learned is None else np.asarray(learned)
+        p = 10 + 3 * n if body is not None else len(self.learned)
         self.w, self.P = np.zeros(p), delta * np.eye(p)
 
     def step(self, q, qd, qdd, tau):
@@ -125,7 +128,7 @@ class NumpyShared:
         if self.body is not None:
             X = np.concatenate([Y[:, 10 * self.body : 10 * self.body + 10], np.diag(qd), np.diag(np.sign(qd)), np.eye(n)], 1)
         else:
-            X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(np.tanh(qd / self.width)), np.eye(n)], 1)
+            X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(np.tanh(qd / self.width)), np.eye(n)], 1)[:, self.learned]
         prediction = nominal + X @ self.w
         e = tau - prediction
         XP = X @ self.P
@@ -138,12 +141,15 @@ class NumpyShared:
 
 
 def reference(kind: str, xml: str):
+    from dense_armor import parse_urdf
+    from dense_armor.robot_learner import RobotLearner
+
     n_bodies = pinocchio_model(xml).nv
     return {
         "five-feature": lambda: NumpyFiveFeature(xml),
         "drift-aware": lambda: NumpyFiveFeature(xml, hampel=20),
         "payload": lambda: NumpyShared(xml, body=n_bodies - 1),
-        "robot": lambda: NumpyShared(xml, body=None),
+        "robot": lambda: NumpyShared(xml, body=None, learned=RobotLearner(parse_urdf(xml), rate=RATE).learned),
     }[kind]()
 
 

@@ -532,7 +532,7 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
         deviation = jnp.concatenate([(est.parameters - wall["model"].inertia).reshape(-1), est.armature - wall["model"].armature,
                                      est.viscous, est.coulomb, est.offset])
         X, nominal = jax.vmap(lambda a, b, c: learner.features(a, b, c, jnp.float64))(wall["q"], wall["qd"], wall["qdd"])
-        learned = np.asarray(nominal + X @ deviation)
+        learned = np.asarray(nominal + X @ deviation[np.asarray(learner.learned)])  # the features of w's parameters
     pm = pin.buildModelFromXML(pin_compatible(out.read_text()))
     data = pm.createData()
     width = side["coulomb_width"]

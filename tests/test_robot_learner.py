@@ -16,7 +16,8 @@ from dense_armor.dynamics import joint_torque_regressor, rnea
 from dense_armor.learners import Sample
 from dense_armor.model import lock_joints
 from dense_armor.payload_change import BLOCK, BLOCK_MEMORY, HELD, ONSET_SPACING, ONSETS, WINDOWS, PayloadDetector, payload_std
-from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, robot_estimate
+from dense_armor import robot_learner
+from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, invisible, robot_estimate
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import with_inertials
 from mujoco_robot import moves_within  # noqa: E402  (benchmarks/, on the path through conftest.py)
@@ -53,16 +54,79 @@ def test_the_first_prediction_is_the_urdf_and_the_prior_is_proper():
     q, qd, qdd = (x[0] for x in _motion(1))
     np.testing.assert_allclose(learner.predict(state, q, qd, qdd), rnea(VERTICAL, q, qd, qdd), rtol=1e-12)
     X, nominal = learner.features(q, qd, qdd, jnp.float64)
-    chex.assert_shape(X, (2, 28))
-    np.testing.assert_allclose(X[:, :20], joint_torque_regressor(VERTICAL, q, qd, qdd))
-    np.testing.assert_allclose(X[:, 20:22], np.diag(qdd))  # armature columns
-    np.testing.assert_allclose(X[:, 24:26], np.diag(np.tanh(qd / 0.02)))  # Coulomb
+    Y = joint_torque_regressor(VERTICAL, q, qd, qdd)
+    # link1 turns about z, gravity across it: its torque sees I_zz, m c_x and m c_y alone
+    hidden = [0, 3, 4, 5, 6, 7, 8]
+    assert learner.learned == tuple(k for k in range(28) if k not in hidden) and learner.num_parameters == 21
+    chex.assert_shape(X, (2, 21))
+    np.testing.assert_allclose(X[:, :13], Y[:, learner.learned[:13]])
+    np.testing.assert_allclose(Y[:, hidden], 0.0, atol=1e-12)
+    np.testing.assert_allclose(X[:, 13:15], np.diag(qdd))  # armature columns
+    np.testing.assert_allclose(X[:, 17:19], np.diag(np.tanh(qd / 0.02)))  # Coulomb
     std = Prior().std(VERTICAL)
     assert std.shape == (28,) and np.all(std > 0)
     np.testing.assert_allclose(std[0], 0.3 * 1.0)  # 30 % of link1's mass
     np.testing.assert_allclose(std[5], 0.002)  # its I_xy is 0: the floor
     with pytest.raises(ValueError, match="finite and > 0"):
         Prior(relative=0.0, mass_floor=0.0).std(VERTICAL)
+
+
+def _prismatic_first(xml: str) -> str:
+    """The URDF with its first joint made prismatic along the same axis."""
+    return xml.replace('type="revolute"', 'type="prismatic"', 1)
+
+
+@pytest.mark.parametrize("robot", ["2-link vertical", "2-link planar", "Panda", "UR5", "prismatic first", "tilted", "random chain"])
+def test_the_parameters_left_out_are_invisible_to_every_torque(robot, panda_urdf):
+    from common import serial_chain
+    from urdf_factory import example_robot_urdf
+
+    # each parameter invisible() leaves out has a zero regressor column in random states (of
+    # any speed and acceleration, the joints over a full turn); the known cases are found
+    models = {
+        "2-link vertical": lambda: VERTICAL, "2-link planar": lambda: PLANAR,
+        "Panda": lambda: lock_joints(parse_urdf(panda_urdf), {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}),
+        "UR5": lambda: parse_urdf(example_robot_urdf("ur_description/urdf/ur5_robot.urdf")),
+        "prismatic first": lambda: parse_urdf(_prismatic_first(minimal_urdf()), gravity=(0.0, -9.81, 0.0)),
+        "tilted": lambda: parse_urdf(minimal_urdf(), gravity=(0.0, -6.0, -7.0)),
+        "random chain": lambda: parse_urdf(serial_chain(6, seed=3)),
+    }
+    model = models[robot]()
+    hidden = invisible(model)
+    rng = np.random.default_rng(0)
+    states = [jnp.asarray(rng.uniform(-np.pi, np.pi, (64, model.n))) for _ in range(3)]
+    Y = np.asarray(jax.vmap(lambda *x: joint_torque_regressor(model, *x))(*states)).reshape(-1, model.n_bodies, 10)
+    scale = np.max(np.abs(Y))
+    assert np.all(np.max(np.abs(Y[:, hidden]), axis=0) <= 1e-12 * scale)
+    # and, of the bodies on the base, every parameter that is
+    first = np.asarray(model.parents) == -1
+    np.testing.assert_array_equal(hidden[first], np.max(np.abs(Y[:, first]), axis=0) <= 1e-12 * scale)
+    assert not np.any(hidden[~first])
+    expected = {"2-link vertical": 7, "2-link planar": 9, "Panda": 9, "UR5": 9, "prismatic first": 9, "tilted": 7,
+                "random chain": 1}[robot]
+    assert hidden.sum() == expected, hidden
+
+
+def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
+    # the learner with every parameter and the learner without the invisible ones: the same
+    # predictions, alarms and estimate (the left-out parameters stay at the prior)
+    q, qd, qdd = _motion(1500, seed=4)
+    rng = np.random.default_rng(4)
+    tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.3) + 0.02 * rng.standard_normal(q.shape)
+    lean = RobotLearner(VERTICAL, rate=100.0)
+    monkeypatch.setattr(robot_learner, "invisible", lambda model: np.zeros((model.n_bodies, 10), bool))
+    every = RobotLearner(VERTICAL, rate=100.0)
+    assert every.num_parameters == 28 and lean.num_parameters == 21
+    (s_lean, out_lean), (s_every, out_every) = (learners.replay(x, x.init(jnp.float64), Sample(q, qd, qdd, tau))
+                                                for x in (lean, every))
+    np.testing.assert_allclose(out_lean.prediction, out_every.prediction, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(out_lean.alarm, out_every.alarm)
+    np.testing.assert_allclose(lean.full(*s_lean.rls)[0], s_every.rls.w, atol=1e-9)
+    np.testing.assert_allclose(lean.full(*s_lean.rls)[1], s_every.rls.P, rtol=1e-7, atol=1e-12)
+    est_lean, est_every = robot_estimate(lean, s_lean), robot_estimate(every, s_every)
+    for field in ("mass", "mass_std", "com", "inertia", "armature", "viscous", "coulomb"):
+        np.testing.assert_allclose(getattr(est_lean, field), getattr(est_every, field), rtol=1e-6, atol=1e-9, err_msg=field)
+    assert lean.parameter_names == tuple(every.parameter_names[k] for k in lean.learned)
 
 
 @pytest.mark.slow

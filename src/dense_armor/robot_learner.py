@@ -8,9 +8,10 @@ four terms per joint,
 ``Y`` the joint-torque regressor (n, 10 B) (:func:`dense_armor.dynamics.joint_torque_regressor`),
 ``a`` the rotor inertia reflected to each joint (armature), ``f_v`` viscous and ``f_c`` Coulomb
 friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset, per coordinate (``B = n``
-bodies but for coupled mimic joints). The ``p = 10 B + 4 n`` parameters are shared by all
-joints; one Bayesian recursive least squares learns them from the ``n`` joint equations of each
-sample.
+bodies but for coupled mimic joints). The ``10 B + 4 n`` parameters are shared by all joints;
+one Bayesian recursive least squares learns them from the ``n`` joint equations of each sample,
+all but the inertial parameters no torque depends on in any state (:func:`invisible`: most of
+those of a body turned by one joint from the fixed base), which stay at the prior at no cost.
 
 The URDF is the prior. Its mean is the URDF's inertial parameters and the model's armature
 (zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction
@@ -90,6 +91,7 @@ from dense_armor.payload_change import PayloadDetector
 
 __all__ = [
     "JOINT_TERMS",
+    "invisible",
     "PayloadTrace",
     "Prior",
     "RobotEstimate",
@@ -120,6 +122,35 @@ EXCESS_LIMIT = 25.0
 HELD_FOR = 1.0
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
+
+
+def invisible(model: Model) -> np.ndarray:
+    """(B, 10) bool: the inertial parameters no joint torque depends on, in any state, among
+    those of the bodies moved by one joint from the fixed base (their regressor columns are
+    zero). A revolute joint turns its body about an axis ``a`` through the body's origin: the
+    torques see ``a' I a`` (the entries ``I_kl`` with ``a_k a_l != 0``) and the first moment's
+    components across ``a`` (none with gravity along ``a``), never the mass; a prismatic
+    joint's torque sees the mass alone. None for a traced model (its axes are unknown)."""
+    hidden = np.zeros((model.n_bodies, 10), bool)
+    if isinstance(model.data, jax.core.Tracer):
+        return hidden
+    axes, rotations = np.asarray(model.axis, np.float64), np.asarray(model.joint_rotation, np.float64)
+    gravity = np.asarray(model.gravity, np.float64)
+    zero = 1e-12  # a URDF's axis along a frame's axis is exact
+    for b, (parent, kind) in enumerate(zip(model.parents, model.joint_kinds)):
+        if parent != -1:
+            continue
+        a = axes[..., b, :]  # in the body's frame (a batch of models: every one)
+        if kind == "prismatic":
+            hidden[b, 1:] = True
+            continue
+        across = np.cross(gravity, np.einsum("...ij,...j->...i", rotations[..., b, :, :], a))
+        level = np.all(np.linalg.norm(across, axis=-1) <= zero * max(np.max(np.abs(gravity)), 1.0))
+        hidden[b, 0] = True
+        hidden[b, 1:4] = level | np.all(np.abs(np.abs(a) - 1.0) <= zero, axis=tuple(range(a.ndim - 1)))
+        pairs = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # the order of I in the parameters
+        hidden[b, 4:] = [np.all(np.abs(a[..., k] * a[..., l]) <= zero) for k, l in pairs]
+    return hidden
 
 
 def torque_scale(model: Model) -> np.ndarray:
@@ -211,8 +242,9 @@ class RobotState(NamedTuple):
     """The whole-robot learner's memory (save it and a restart loses nothing).
 
     Attributes:
-        rls: ``w`` (p,) the parameters' deviation from the URDF, ``P`` (p, p) its
-            covariance (the posterior, in parameter units).
+        rls: ``w`` (p,) the learned parameters' deviation from the URDF
+            (:attr:`RobotLearner.parameter_names`), ``P`` (p, p) its covariance (the
+            posterior, in parameter units).
         count, rejected, alarms: samples learned, skipped (non-finite), payload alarms.
         noise: the noise picture (:class:`NoiseState`).
         trust: the residual's trust (:class:`TrustState`).
@@ -286,6 +318,7 @@ class RobotLearner(Learner):
     link: str = eqx.field(static=True)
     consistent: bool = eqx.field(static=True)
     forgets: bool = eqx.field(static=True)
+    learned: tuple[int, ...] = eqx.field(static=True)
     replay_unroll: ClassVar[int] = 1  # a step of a hundred kernels
 
     def __init__(self, model: Model, prior: Prior = Prior(), *, rate: float = 1000.0, coulomb_width: float = 0.02,
@@ -308,6 +341,10 @@ class RobotLearner(Learner):
         self.noise_time, self.trust_time = noise_time, trust_time
         self.detector = detector
         self.body = model.body_index(link)
+        hidden = invisible(model)
+        hidden[self.body] = False  # the payload's: the detector fits all ten
+        bodies = 10 * model.n_bodies
+        self.learned = tuple(int(k) for k in np.flatnonzero(~hidden.reshape(-1))) + tuple(range(bodies, bodies + 4 * model.n))
         self.link = link
         self.consistent = bool(consistent)
         self.forgets = not (isinstance(lam, (int, float)) and lam == 1.0)  # lam = 1: no forgetting to trace
@@ -315,30 +352,48 @@ class RobotLearner(Learner):
     @property
     def _columns(self) -> slice:
         """The payload body's parameters in ``w``."""
-        return slice(10 * self.body, 10 * self.body + 10)
+        start = self.learned.index(10 * self.body)
+        return slice(start, start + 10)
 
-    def _joint_columns(self, term: str) -> slice:
-        """One of :data:`JOINT_TERMS` in ``w``, a parameter per joint (its column of ``X`` is
-        diagonal: ``qdd``, ``qd``, ``tanh(qd / v0)`` or 1)."""
-        start = 10 * self.model.n_bodies + self.model.n * JOINT_TERMS.index(term)
+    def _joint_columns(self, term: str, full: bool = False) -> slice:
+        """One of :data:`JOINT_TERMS` in ``w`` (or, ``full``, among all ``10 B + 4 n``
+        parameters), a parameter per joint (its column of ``X`` is diagonal: ``qdd``, ``qd``,
+        ``tanh(qd / v0)`` or 1)."""
+        start = (10 * self.model.n_bodies if full else self._bodies) + self.model.n * JOINT_TERMS.index(term)
         return slice(start, start + self.model.n)
 
     @property
+    def _bodies(self) -> int:
+        """How many of the bodies' parameters are learned (they come first in ``w``)."""
+        return len(self.learned) - 4 * self.model.n
+
+    @property
     def num_parameters(self) -> int:
-        """``p = 10 B + 4 n`` (``14 n`` without coupled mimic joints)."""
-        return 10 * self.model.n_bodies + 4 * self.model.n
+        """``p``: ``10 B + 4 n`` (``14 n`` without coupled mimic joints) less the
+        :func:`invisible` ones."""
+        return len(self.learned)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
-        """Names of the entries of ``w``: each body's 10 parameters, then each joint term."""
+        """Names of the entries of ``w``: the bodies' learned parameters, then each joint term."""
         bodies = tuple(f"{b} {k}" for b in self.model.body_names for k in inertial.NAMES)
-        return bodies + tuple(f"{t} {j}" for t in JOINT_TERMS for j in self.model.joint_names)
+        names = bodies + tuple(f"{t} {j}" for t in JOINT_TERMS for j in self.model.joint_names)
+        return tuple(names[k] for k in self.learned)
+
+    def full(self, w, P=None):
+        """``w`` (..., p) as all ``10 B + 4 n`` parameters, the :func:`invisible` ones 0 (the
+        URDF's); with ``P`` (p, p) also its covariance, theirs the prior's."""
+        learned = np.asarray(self.learned)
+        full = jnp.zeros((*w.shape[:-1], 10 * self.model.n_bodies + 4 * self.model.n), w.dtype).at[..., learned].set(w)
+        if P is None:
+            return full
+        return full, jnp.diag(jnp.asarray(self.std, P.dtype) ** 2).at[np.ix_(learned, learned)].set(P)
 
     def init(self, dtype=None) -> RobotState:
         """The prior: ``w = 0`` (the URDF), ``P = diag(std^2)``; the prior's noise level."""
         dtype = jnp.dtype(dtype or jnp.result_type(float))
         n, zero = self.model.n, jnp.zeros((), jnp.int32)
-        std = jnp.asarray(self.std, dtype)
+        std = jnp.asarray(self.std, dtype)[np.asarray(self.learned)]
         fzero, bands = jnp.zeros(n, dtype), (n, len(SPEED_BANDS) + 1)
         return RobotState(
             rls=rls.RLSState(jnp.zeros_like(std), jnp.diag(std**2)),
@@ -357,15 +412,15 @@ class RobotLearner(Learner):
         nominal = Y @ jnp.asarray(self.model.inertia, dtype).reshape(-1) + jnp.asarray(self.model.armature, dtype) * qdd
         width = jnp.asarray(self.coulomb_width, dtype)
         joint = [jnp.diag(x) for x in (qdd, qd, jnp.tanh(qd / width), jnp.ones_like(qd))]
-        return jnp.concatenate([Y, *joint], axis=1), nominal
+        return jnp.concatenate([Y[:, np.asarray(self.learned[: self._bodies])], *joint], axis=1), nominal
 
     def _deviation(self, w):
         """The ``w`` a prediction uses: the nearest physically consistent bodies if asked."""
         if not self.consistent:
             return w
         urdf = jnp.asarray(self.model.inertia, w.dtype)
-        bodies = inertial.nearest_consistent(urdf + w[: urdf.size].reshape(urdf.shape)) - urdf
-        return jnp.concatenate([bodies.reshape(-1), w[urdf.size :]])
+        bodies = inertial.nearest_consistent(urdf + self.full(w)[: urdf.size].reshape(urdf.shape)) - urdf
+        return jnp.concatenate([bodies.reshape(-1)[np.asarray(self.learned[: self._bodies])], w[self._bodies :]])
 
     def _gate(self, nominal, residual, trust: TrustState):
         """The torque a controller gets: the URDF's plus the trusted residual, within the
@@ -580,7 +635,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
             ``threshold`` times the prior's (its posterior variance above ``1 / (1 +
             threshold)`` of its prior variance; default 1: the prior still dominates).
     """
-    w, P = state.rls
+    w, P = learner.full(*state.rls)
     dtype = w.dtype
     bodies = learner.model.n_bodies
     std = jnp.asarray(learner.std, dtype)
@@ -594,10 +649,10 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
         return jnp.einsum("bki,bij,bkj->bk", J, blocks(M), J)
 
     urdf = jnp.concatenate([jnp.asarray(learner.model.inertia, dtype).reshape(-1), jnp.zeros(4 * learner.model.n, dtype)])
-    urdf = urdf.at[learner._joint_columns("armature")].set(jnp.asarray(learner.model.armature, dtype))  # the other terms: 0
-    bounded = np.zeros(learner.num_parameters, bool)  # armature and friction are >= 0 on a real robot
+    urdf = urdf.at[learner._joint_columns("armature", full=True)].set(jnp.asarray(learner.model.armature, dtype))  # the others: 0
+    bounded = np.zeros(urdf.shape, bool)  # armature and friction are >= 0 on a real robot
     for term in ("armature", "viscous", "coulomb"):
-        bounded[learner._joint_columns(term)] = True
+        bounded[learner._joint_columns(term, full=True)] = True
     physical = inertial.most_probable_consistent(urdf + w, P, bodies, bounded)
     learned = (urdf + w)[: 10 * bodies].reshape(bodies, 10)
     consistent = physical[: 10 * bodies].reshape(bodies, 10)
@@ -607,7 +662,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     flags = quadratic(J, P) > keep * quadratic(J, jnp.diag(std**2))
     joint = {}
     for term in JOINT_TERMS:
-        at = learner._joint_columns(term)
+        at = learner._joint_columns(term, full=True)
         joint[term] = (physical[at], jnp.sqrt(jnp.maximum(jnp.diagonal(cov)[at], 0.0)),
                        jnp.diagonal(P)[at] > keep * std[at] ** 2)
     return RobotEstimate(

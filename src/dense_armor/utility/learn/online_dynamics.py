@@ -540,8 +540,10 @@ class RobotResidualDynamicsLearner(_SharedParameters):
         ...     RobotResidualDynamicsLearner, write_minimal_urdf,
         ... )
         >>> learner = RobotResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf()))
-        >>> learner.weights.shape
-        (28,)
+        >>> learner.weights.shape  # link1 turns about gravity's axis: its I_zz alone shows
+        (19,)
+        >>> learner.parameter_names[:2]
+        ('link1 I_zz', 'link2 m')
     """
 
     def __init__(self, model, prior=None, rate: float = 1000.0, coulomb_width: float = 0.02, lam: Optional[float] = None,
