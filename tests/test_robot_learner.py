@@ -110,7 +110,7 @@ def test_the_parameters_left_out_are_invisible_to_every_torque(robot, panda_urdf
 def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
     # the learner with every parameter and the learner without the invisible ones: the same
     # predictions, alarms and estimate (the left-out parameters stay at the prior)
-    q, qd, qdd = _motion(1500, seed=4)
+    q, qd, qdd = _motion(500, seed=4)
     rng = np.random.default_rng(4)
     tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.3) + 0.02 * rng.standard_normal(q.shape)
     lean = RobotLearner(VERTICAL, rate=100.0)
@@ -123,7 +123,7 @@ def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
     np.testing.assert_array_equal(out_lean.alarm, out_every.alarm)
     np.testing.assert_allclose(lean.full(*s_lean.rls)[0], s_every.rls.w, atol=1e-9)
     np.testing.assert_allclose(lean.full(*s_lean.rls)[1], s_every.rls.P, rtol=1e-7, atol=1e-12)
-    est_lean, est_every = robot_estimate(lean, s_lean), robot_estimate(every, s_every)
+    est_lean, est_every = robot_learner.estimate(lean, s_lean), robot_learner.estimate(every, s_every)
     for field in ("mass", "mass_std", "com", "inertia", "armature", "viscous", "coulomb"):
         np.testing.assert_allclose(getattr(est_lean, field), getattr(est_every, field), rtol=1e-6, atol=1e-9, err_msg=field)
     assert lean.parameter_names == tuple(every.parameter_names[k] for k in lean.learned)
@@ -351,18 +351,16 @@ def test_the_fits_are_tested_every_period_and_held_between_tests():
     state = state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6), tested=held[0], tested_std=held[1])
     args = (jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n), jnp.zeros(n), jnp.zeros(p), 1.0, columns,
             1.0, rate, True)
-    between, alarm, _, change, std, _ = detector.step(state._replace(since=jnp.asarray(105, jnp.int32)), *args)
+    step = jax.jit(lambda state: detector.step(state, *args))  # one compile for both
+    between, alarm, _, change, std, _ = step(state._replace(since=jnp.asarray(105, jnp.int32)))
     assert not bool(alarm)
     np.testing.assert_array_equal(change, held[0][len(WINDOWS)])
     assert float(std) == float(held[1][len(WINDOWS)])
     np.testing.assert_array_equal(between.tested, held[0])
-    tested, alarm, *_ = detector.step(state._replace(since=jnp.asarray(110, jnp.int32)), *args)
+    tested, alarm, *_ = step(state._replace(since=jnp.asarray(110, jnp.int32)))
     assert bool(alarm)
     fitted, fitted_std = detector.fits(state, 1.0, rate)
     assert abs(float(fitted[1, 0]) - 3.0) < 1e-3
-    # every sample with every=0, as before the period
-    _, alarm, *_ = PayloadDetector(arm_after=0.0, every=0.0).step(state._replace(since=jnp.asarray(105, jnp.int32)), *args)
-    assert bool(alarm)
 
 
 def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():

@@ -91,12 +91,12 @@ from dense_armor.payload_change import PayloadDetector
 
 __all__ = [
     "JOINT_TERMS",
-    "invisible",
     "PayloadTrace",
     "Prior",
     "RobotEstimate",
     "RobotLearner",
     "RobotState",
+    "invisible",
     "robot_estimate",
     "torque_scale",
 ]
@@ -130,7 +130,7 @@ def invisible(model: Model) -> np.ndarray:
     zero). A revolute joint turns its body about an axis ``a`` through the body's origin: the
     torques see ``a' I a`` (the entries ``I_kl`` with ``a_k a_l != 0``) and the first moment's
     components across ``a`` (none with gravity along ``a``), never the mass; a prismatic
-    joint's torque sees the mass alone. None for a traced model (its axes are unknown)."""
+    joint's torque sees the mass alone. All false for a traced model (its axes are unknown)."""
     hidden = np.zeros((model.n_bodies, 10), bool)
     if isinstance(model.data, jax.core.Tracer):
         return hidden
