@@ -141,11 +141,12 @@ def _batch_fit(model, log, change, period) -> float:
     one fit per phase (before / after the change)."""
     if model.name not in _FEATURES:
         learner = RobotLearner(model, rate=1.0 / period, detector=None)
-        _FEATURES[model.name] = jax.jit(jax.vmap(lambda q, qd, qdd: learner.features(q, qd, qdd, jnp.float64)))
-    features = _FEATURES[model.name]
+        features = jax.jit(jax.vmap(lambda q, qd, qdd: learner.features(q, qd, qdd, jnp.float64)))
+        _FEATURES[model.name] = features, np.asarray(learner.learned)
+    features, learned = _FEATURES[model.name]
     t = log.t - log.t[0]
     phases = [np.ones(len(t), bool)] if change is None else [log.t < change, log.t >= change]
-    D = np.asarray(Prior().std(model))
+    D = np.asarray(Prior().std(model))[learned]  # the learner's columns
     squares, count = 0.0, 0
     for phase in phases:
         index = np.nonzero(phase)[0]
