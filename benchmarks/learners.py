@@ -18,8 +18,8 @@ float64:
   with one RLS per joint (five-feature; plus a Hampel window of the same length for the
   drift-aware learner); ``pin.rnea`` and the columns of ``pin.computeJointTorqueRegressor`` with
   one RLS over the stacked joint equations (payload: the payload body's 10 columns, viscous,
-  Coulomb and offset per joint; whole robot: every body's columns, armature, viscous, smooth
-  Coulomb and offset per joint);
+  Coulomb and offset per joint; whole robot: the bodies' columns the learner learns, armature,
+  viscous, smooth Coulomb and offset per joint);
 - the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples): the
   library's program, compiled with ``dense_armor.compiler.OPTIONS`` (XLA:CPU's memory-optimised
   scheduler), and the same replay inside a user's own ``jax.jit`` (JAX's defaults: the outer
