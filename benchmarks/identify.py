@@ -27,6 +27,7 @@ import mujoco_robot as mr
 from common import alternated, table, write_section
 
 from dense_armor import parse_urdf, rnea
+from dense_armor.model import lock_joints
 from dense_armor.robot_learner import JOINT_TERMS
 
 RATE, DURATION = 200.0, 60.0
@@ -39,9 +40,11 @@ def write_csv(sim, path: Path) -> None:
     np.savetxt(path, np.column_stack([sim.columns[k] for k in keys]), delimiter=",", header=",".join(keys), comments="")
 
 
-def rmse(urdf: Path, sim) -> float:
-    """The written URDF's ``rnea`` plus its sidecar's joint terms against the log's torques."""
+def rmse(urdf: Path, sim, locked: dict) -> float:
+    """The written URDF's ``rnea`` (its ``locked`` joints locked, as the log was identified) plus
+    its sidecar's joint terms against the log's torques."""
     model, side = parse_urdf(urdf.read_text()), json.loads(urdf.with_suffix(".json").read_text())
+    model = lock_joints(model, locked) if locked else model
     q, qd, tau = (np.stack([sim.columns[f"{k}_{j}"] for j in sim.joint_names], 1) for k in ("q", "qd", "tau"))
     qdd = sim.qdd_true
     terms = {k: np.array([side["joints"][j][k] for j in sim.joint_names]) for k in JOINT_TERMS}
@@ -73,7 +76,8 @@ def measure(folder: Path, seeds):
             if done.returncode:
                 raise RuntimeError(f"{tag}: {done.stderr[-400:]}")
             source = json.loads(written.with_suffix(".json").read_text())["source"]
-            out[tag] = source | {"log": rmse(written, fit), "held_out": rmse(written, held),
+            locked = mr.ROBOTS[robot].locked
+            out[tag] = source | {"log": rmse(written, fit, locked), "held_out": rmse(written, held, locked),
                                  "warned": "physically consistent costs fit" in done.stderr}
             print(tag, json.dumps({k: v for k, v in out[tag].items() if k != "log"} | {"log": out[tag]["log"]}), flush=True)
         return out

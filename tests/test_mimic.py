@@ -341,10 +341,12 @@ def test_locking_a_coupled_finger_locks_both_in_replay_and_identify(tmp_path, ca
     code = main(["identify", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03", "-o", str(tmp_path / "id.urdf")])
     out, err = capsys.readouterr()
     assert code == 0, err
-    identified = parse_urdf(tmp_path / "id.urdf", mimic=True)  # both fingers fixed, at +-0.03
-    assert identified.n == identified.n_bodies == 2
-    locked = lock_joints(model, {"finger1": 0.03})
-    np.testing.assert_allclose(np.asarray(identified.frame_translation), np.asarray(locked.frame_translation), atol=1e-12)
+    identified = parse_urdf(tmp_path / "id.urdf", mimic=True)  # the fingers as the URDF has them, with its inertials
+    assert identified.joint_names == model.joint_names and identified.mimics == model.mimics
+    np.testing.assert_array_equal(np.asarray(identified.inertia)[2:], np.asarray(model.inertia)[2:])
+    relocked, locked = lock_joints(identified, {"finger1": 0.03}), lock_joints(model, {"finger1": 0.03})
+    assert relocked.n == relocked.n_bodies == 2  # locked again: both fingers fixed, at +-0.03, the robot learned
+    np.testing.assert_allclose(np.asarray(relocked.frame_translation), np.asarray(locked.frame_translation), atol=1e-12)
     code = main(["replay", str(urdf), str(arm), "--mimic", "--lock", "finger2=0.03"])
     out, err = capsys.readouterr()
     assert code == 2 and "'finger2' mimics 'finger1'; lock 'finger1'" in err

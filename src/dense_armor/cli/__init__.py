@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay a log through the whole-robot learner and write the robot's URDF with the learned, "
         "physically consistent inertial parameters, and a JSON sidecar with each joint's armature, viscous and "
         "Coulomb friction and offset. Pinocchio's RNEA on the written URDF plus the sidecar's terms is the learner's "
-        "model.",
+        "model. Joints locked with --lock stay in the URDF as written, with their links' inertials.",
     )
     identify.add_argument("urdf", metavar="ROBOT.urdf", help="the robot's URDF")
     identify.add_argument("log", metavar="LOG", help="the log (as for replay)")

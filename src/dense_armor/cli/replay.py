@@ -6,6 +6,7 @@ import argparse
 import itertools
 import json
 import sys
+import warnings
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -21,7 +22,7 @@ from dense_armor.dynamics import rnea
 from dense_armor.logs import TIME_UNITS, LogError, open_log
 from dense_armor.model import lock_joints, locked_positions
 from dense_armor.replay import blocks, replay_log
-from dense_armor.urdf import parse_urdf, with_inertials
+from dense_armor.urdf import URDFWarning, parse_urdf, with_inertials
 
 HARM = 0.1  # a second in which the learner is over 10 % worse than the URDF is harmful
 # a log's rate within 2 % of a saved state's is the same robot's: a clock's estimate moves with
@@ -108,7 +109,8 @@ def _torque_scale(text: str | None, model, ignored=()):
 
 def load_robot(args):
     """The model the log is replayed on (the URDF with the locked joints fixed), the locks
-    given, and every joint they fix (coupled mimic joints too) with its position."""
+    given, every joint they fix (coupled mimic joints too) with its position, and the URDF's
+    model itself."""
     model = parse_urdf(args.urdf, strict=args.strict, mimic=args.mimic)
     locks = dict(args.lock)
     if len(locks) != len(args.lock):
@@ -121,7 +123,7 @@ def load_robot(args):
         lower, upper = (float(np.asarray(limit)[model.joint_names.index(name)]) for limit in (model.lower, model.upper))
         if not lower <= value <= upper:  # a position in mm, or in degrees
             print(f"{PROG}: warning: --lock {name}={value:g} is outside the joint's limits [{lower:g}, {upper:g}]", file=sys.stderr)
-    return locked, locks, locked_positions(model, locks)
+    return locked, locks, locked_positions(model, locks), model
 
 
 def open_stream(args, model, fixed):
@@ -213,7 +215,7 @@ def _run(args, kind: str, make_sink=None):
     refuse_others(kind, args)
     if getattr(args, "state_in", None) and not Path(args.state_in).is_file():
         raise UserError(f"--state-in {args.state_in}: no such file")
-    model, locks, fixed = load_robot(args)
+    model, locks, fixed, parsed = load_robot(args)
     stream, chunks = open_stream(args, model, fixed)
     info = stream.info
     if info.period is None and kind == "robot":
@@ -251,7 +253,7 @@ def _run(args, kind: str, make_sink=None):
         jax.monitoring.unregister_event_duration_listener(listen)
         if bar is not None:
             bar.close()
-    args.fixed = fixed  # for identify's URDF
+    args.fixed, args.parsed = fixed, parsed  # for identify's URDF
     for name, (low, high) in info.locked_range.items():
         if name in fixed and max(abs(low - fixed[name]), abs(high - fixed[name])) > LOCK_TOLERANCE:
             logged = f"at {low:.4g}" if high - low <= LOCK_TOLERANCE else f"moving over [{low:.4g}, {high:.4g}]"
@@ -531,9 +533,13 @@ def cmd_identify(args) -> int:
         # at least 0); a term the log did not identify keeps the URDF's
         dynamics = {name: {key: max(float(getattr(est, term)[j]), 0.0) for key, term in (("damping", "viscous"), ("friction", "coulomb"))
                            if not getattr(est, f"{term}_unexcited")[j]} for j, name in enumerate(model.joint_names)}
-        text = with_inertials(args.urdf, model, est.parameters, args.fixed, dynamics)
+        text = with_inertials(args.urdf, args.parsed, est.parameters, locks, dynamics)
         outputs["urdf"].handle.write(text.encode())
-        written, unconstrained = _fits(args, model, parse_urdf(text, mimic=args.mimic), est, learner, result.state.rls.w)
+        with warnings.catch_warnings():  # what they say of the URDF was said when it was read
+            warnings.simplefilter("ignore", URDFWarning)
+            written = parse_urdf(text, mimic=args.mimic)
+        written, unconstrained = _fits(args, model, lock_joints(written, locks) if locks else written, est, learner,
+                                       result.state.rls.w)
         nominal, learned = result.scores.rmse()
         side = {"urdf": Path(args.output).name, "locked": locks,
                 "dynamics": "each joint's <dynamics damping friction> in the URDF is its identified viscous and coulomb term "
