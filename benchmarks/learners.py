@@ -241,7 +241,28 @@ def measure_replays(quick: bool, kinds=KINDS, plain: bool = False) -> dict:
                 core, state = learner.learner, learner.state
                 jax.block_until_ready(replay(core, state, traj))
                 out[f"{name}/{kind}"] = median_us(lambda: jax.block_until_ready(replay(core, state, traj)), 5, 1) / count
+                if kind == "robot" and not plain:
+                    out[f"{name}/robot-rls"] = block_rls_us(core, state, traj)
     return out
+
+
+def block_rls_us(core, state, traj) -> float:
+    """Per-sample cost of the whole-robot learner's RLS update alone (``rls.block_update`` over
+    the same rows, with its forgetting) in a ``lax.scan`` compiled as ``learners.replay`` is: what
+    its noise model, payload detector and gating add is the rest of its step."""
+    import jax
+
+    from dense_armor import compiler, rls
+
+    prepared = jax.jit(jax.vmap(lambda sample: core.prepare(sample, state.rls.w.dtype)))(traj)
+
+    def update(s, xs):
+        X, y = xs
+        return rls.block_update(s, X, y, core.lam, directional=core.forgets, PXt=s.P @ X.T)[0], None
+
+    run = compiler.jit(lambda s, X, y: jax.lax.scan(update, s, (X, y))[0])
+    jax.block_until_ready(run(state.rls, prepared.x, prepared.target))
+    return median_us(lambda: jax.block_until_ready(run(state.rls, prepared.x, prepared.target)), 5, 1) / len(prepared.x)
 
 
 def measure_batches(quick: bool) -> dict:
@@ -414,6 +435,11 @@ def main(argv=None):
         f"covariances stay in cache; the same options): {robot['B'] * robot['T'] / robot['grouped_s']:,.0f} samples/s, "
         f"{robot['B'] * robot['T'] / robot['grouped_s'] / robot['loop_rate']:.2f}x the loop; "
         f"{defaults}.\n\n"
+        "The whole-robot learner's RLS update alone (`rls.block_update` over the same rows, with its directional "
+        "forgetting, in a `lax.scan` compiled as `learners.replay` is, in the same process), us a sample, against its "
+        "whole step in `lax.scan` (the update, its noise model, its payload detector, the residual's gate): "
+        + "; ".join(f"{name} {replays[f'{name}/robot-rls']:.2f} against {replays[f'{name}/robot']:.2f}" for name in ROBOTS)
+        + ".\n\n"
         "How to read it. Every column but the \"tuned\" ones is measured in a fresh process with JAX's defaults "
         "(asynchronous dispatch on, 64-bit off outside the classes, which enter `jax.enable_x64` themselves); the "
         "tuned single calls in a process with asynchronous dispatch off. Single calls: medians over interleaved rounds "
