@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import warnings
@@ -130,6 +131,20 @@ def test_state_files_know_what_they_belong_to(tmp_path):
     with pytest.raises(ValueError, match="another learner configuration"):
         PayloadResidualDynamicsLearner(NOMINAL, link="link1").load(tmp_path / "p")  # ... is not one on link1
     data = dict(np.load(tmp_path / "x"))
+    older = dict(data)  # as a version of the learner without an option would have saved it
+    options = json.loads(str(older["identity_option_values"]))
+    del options[".detector.every"]
+    older["identity_option_values"], older["identity_options"] = np.array(json.dumps(options)), np.array("0" * 16)
+    with open(tmp_path / "version.npz", "wb") as f:
+        np.savez(f, **older)
+    with pytest.raises(ValueError, match=r"another learner configuration \(detector.every here, not in the file: a learner "
+                                         r"of another version; a state belongs"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "version.npz")
+    older["identity_version"] = np.array("0.0.9")
+    with open(tmp_path / "version.npz", "wb") as f:
+        np.savez(f, **older)
+    with pytest.raises(ValueError, match=r"detector.every here, not in the file: the file is of dense_armor 0.0.9, this is "):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "version.npz")
     data["leaf_0"] = data["leaf_0"] + 1.0  # an edit, finite
     with open(tmp_path / "edited.npz", "wb") as f:
         np.savez(f, **data)

@@ -649,7 +649,13 @@ def _other_options(stored: dict, expected: dict) -> str | None:
     if "option_values" not in stored:
         return "options"
     saved, now = json.loads(stored["option_values"]), json.loads(expected["option_values"])
-    if saved.get("structure") != now["structure"] or saved.keys() != now.keys():
+    if saved.keys() != now.keys():  # options that one version of a learner has and another not
+        names = [f"{', '.join(k.lstrip('.') for k in sorted(keys))} {where}" for keys, where in
+                 ((now.keys() - saved.keys(), "here, not in the file"), (saved.keys() - now.keys(), "in the file, not here")) if keys]
+        version = stored.get("version", "before 0.1.0")
+        return "; ".join(names) + (f": the file is of dense_armor {version}, this is {expected['version']}"
+                                   if version != expected["version"] else ": a learner of another version")
+    if saved.get("structure") != now["structure"]:
         return "options"
     for key in now:
         if key != "structure" and not np.array_equal(np.asarray(saved[key], float), np.asarray(now[key], float)):
