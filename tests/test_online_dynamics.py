@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,20 @@ def test_wrappers_leave_global_precision_alone():
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
     assert out.stdout.split() == ["float64", "False", "float32"], out.stdout + out.stderr
+
+
+def test_the_minimal_urdfs_temporary_files_go_when_the_interpreter_exits(tmp_path):
+    script = (
+        "import os\n"
+        "from dense_armor.robots import write_minimal_urdf\n"
+        "paths = [write_minimal_urdf(), write_minimal_urdf(payload_mass=0.5)]\n"
+        "os.remove(paths[1])  # one the user removed already\n"
+        "print(write_minimal_urdf(), write_minimal_urdf(os.path.join(os.getcwd(), 'arm.urdf')), *paths)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path)
+    temporary, kept, *first = out.stdout.split()
+    assert not out.stderr and kept == str(tmp_path / "arm.urdf") and os.path.isfile(kept)
+    assert not any(os.path.exists(p) for p in (temporary, *first))
 
 
 def test_jit_patch_idiom_still_works(arms):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -54,10 +56,23 @@ def minimal_urdf(payload_mass: float = 0.0) -> str:
 </robot>"""
 
 
+#: The temporary files :func:`write_minimal_urdf` made, removed when the interpreter exits.
+_TEMPORARY: list[str] = []
+
+
+@atexit.register
+def _remove_temporary() -> None:
+    for path in _TEMPORARY:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
 def write_minimal_urdf(path: str | os.PathLike | None = None, payload_mass: float = 0.0) -> str:
-    """Write :func:`minimal_urdf` to ``path`` (a new temporary file by default); return the path."""
+    """Write :func:`minimal_urdf` to ``path`` (by default a new temporary file, removed when the
+    interpreter exits); return the path."""
     if path is None:
         fd, path = tempfile.mkstemp(suffix=".urdf")
         os.close(fd)
+        _TEMPORARY.append(path)
     Path(path).write_text(minimal_urdf(payload_mass), encoding="utf-8")
     return str(path)
