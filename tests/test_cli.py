@@ -195,8 +195,8 @@ def test_replay_csv_with_accelerations(capsys, arm):
 
 def test_a_reader_that_goes_away_loses_no_file_and_files_get_the_umasks_mode(monkeypatch, arm):
     """``dense-armor replay ... --report r.json | head -1``: the pipe closes after the first line;
-    the command still writes its files and exits 0. A new file is 0666 less the umask (mkstemp's
-    temporary files are 0600)."""
+    the command still writes its files and exits 0. A new file is 0666 less the umask of the
+    moment (``tempfile``'s files are 0600), here one set after the command's import."""
 
     class Gone:
         def write(self, text):
@@ -208,13 +208,15 @@ def test_a_reader_that_goes_away_loses_no_file_and_files_get_the_umasks_mode(mon
     log = _write_csv(arm["folder"] / "piped.csv", _columns(arm))
     report, state = arm["folder"] / "piped.json", arm["folder"] / "piped.npz"
     monkeypatch.setattr(sys, "stdout", Gone())
-    assert main(["replay", str(arm["urdf"]), str(log), "--report", str(report), "--state-out", str(state)]) == 0
+    mask = os.umask(0o027)
+    try:
+        assert main(["replay", str(arm["urdf"]), str(log), "--report", str(report), "--state-out", str(state)]) == 0
+    finally:
+        os.umask(mask)
     data = json.loads(report.read_text(), parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert data["samples"] == T and state.is_file()
     assert data["rmse_after_5s"] == {"nominal": None, "learner": None}  # a 3 s log: no sample after 5 s
-    mask = os.umask(0)
-    os.umask(mask)
-    assert report.stat().st_mode & 0o777 == 0o666 & ~mask
+    assert report.stat().st_mode & 0o777 == state.stat().st_mode & 0o777 == 0o640
 
 
 def test_sigterm_stops_the_command_and_leaves_no_partial_file(capsys, arm):

@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 import re
-import tempfile
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -94,14 +94,15 @@ def fmt(x, digits=3) -> str:
 
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-#: The mode of a file the command writes: a new file's, ``0o666`` less the process's umask.
-_MODE = 0o666 & ~_umask()
+def _partial(folder: Path, name: str) -> tuple[int, Path]:
+    """A new file in ``folder`` beside ``name``, open for writing, with a new file's mode (0666
+    less the umask, which the system applies; ``tempfile``'s files are private, 0600)."""
+    while True:
+        temp = folder / f".{name}.{secrets.token_hex(4)}.partial"
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), temp
+        except FileExistsError:
+            continue
 
 
 class Output:
@@ -129,12 +130,10 @@ class Output:
         if suffixes is not None and self.path.suffix.lower() not in suffixes:
             raise UserError(f"{option} {path}: expected a file ending in {' or '.join(suffixes)}")
         try:
-            fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{self.path.name}.", suffix=".partial")
+            fd, self.temp = _partial(folder, self.path.name)
         except OSError as err:
             raise UserError(f"{option} {path}: cannot write in {folder}: {err.strerror}") from None
-        self.temp = Path(temp)
         self.handle = os.fdopen(fd, "wb")
-        os.chmod(fd, _MODE)  # mkstemp's file is private (0600); a new file of the command is not
 
     def __bool__(self) -> bool:
         return self.path is not None
