@@ -517,8 +517,13 @@ def with_inertials(source: str | os.PathLike, model: Model, inertia, locked=None
     if re.search(r"encoding=[\"'](?!utf-?8[\"'])", declaration, re.I):  # the text is written in UTF-8
         declaration = '<?xml version="1.0" encoding="utf-8"?>\n'
     start = re.search(r"<robot[\s>/]", text)  # what comes before the root: its comments
+    start_tag = re.match(r"<robot\b[^>]*>", text[start.start():]).group(0) if start else ""
     before = re.sub(r"^\s*<\?xml[^>]*\?>\s*", "", text[: start.start()] if start else "")
     body = ET.tostring(root, encoding="unicode")
+    # the root's tag as written: ElementTree reorders its attributes and declares only the
+    # namespaces its elements use (the root's attributes are not changed here)
+    if start_tag:
+        body = start_tag + body[re.match(r"<robot\b[^>]*>", body).end() :]
     if text.count(" />") < text.count("/>") / 2:  # ElementTree writes <a />; the file wrote <a/>
         body = body.replace(" />", "/>")  # (a '>' within an attribute is written &gt;)
     return declaration + before + body + "\n"
