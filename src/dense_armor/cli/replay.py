@@ -6,8 +6,8 @@ import argparse
 import itertools
 import json
 import sys
-import warnings
 import time
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
