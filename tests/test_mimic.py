@@ -341,6 +341,7 @@ def test_locking_a_coupled_finger_locks_both_in_replay_and_identify(tmp_path, ca
     code = main(["identify", str(urdf), str(arm), "--mimic", "--lock", "finger1=0.03", "-o", str(tmp_path / "id.urdf")])
     out, err = capsys.readouterr()
     assert code == 0, err
+    assert "id.urdf (the locked finger1, finger2 as the URDF has them);" in out
     identified = parse_urdf(tmp_path / "id.urdf", mimic=True)  # the fingers as the URDF has them, with its inertials
     assert identified.joint_names == model.joint_names and identified.mimics == model.mimics
     np.testing.assert_array_equal(np.asarray(identified.inertia)[2:], np.asarray(model.inertia)[2:])

@@ -566,7 +566,8 @@ def cmd_identify(args) -> int:
                   f"origin wrong in the URDF, torques of the wrong sign)", file=sys.stderr)
         outputs["urdf"].commit()
         sidecar.commit()
-        print(f"identified URDF written to {args.output}; armature, friction and offsets to {sidecar_path}")
+        kept = f" (the locked {', '.join(args.fixed)} as the URDF has them)" if args.fixed else ""
+        print(f"identified URDF written to {args.output}{kept}; armature, friction and offsets to {sidecar_path}")
     finally:
         outputs["urdf"].discard()
         sidecar.discard()
