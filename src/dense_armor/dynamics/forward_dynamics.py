@@ -87,9 +87,11 @@ def _aba(model: Model, q, qd, tau, dtype):
     the coordinates' forces (n,)."""
     walk = traversal.walk(model.parents)
     if isinstance(walk, traversal.Unrolled) or model.mimics:
-        # M(q) qdd = tau - h: in the coordinates for coupled joints, which the ABA does not have
-        M = _mass_matrix(model, q, dtype)
-        h = tr.generalized(model, dtype, _rnea(model, q, qd, None, dtype))
+        # M(q) qdd = tau - h: in the coordinates for coupled joints, which the ABA does not have;
+        # both passes read the joint frames once
+        frames = tr.joint_frames(model, dtype, parents=True)
+        M = _mass_matrix(model, q, dtype, frames)
+        h = tr.generalized(model, dtype, _rnea(model, q, qd, None, dtype, frames))
         return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - h)
     world, inertia = tr.joint_frame_placements(model, q, dtype)
     R, p = tr.placements_at(world)

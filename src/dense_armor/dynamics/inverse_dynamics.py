@@ -53,10 +53,11 @@ def body_force(children, joint: tr.Joint, motion) -> tuple:
     return tr.project(joint.prismatic, f), spatial.force_to_parent(joint.R, joint.p, f)
 
 
-def _rnea(model: Model, q, qd, qdd, dtype):
-    """The joint torques (B,) at the joints' positions, velocities and accelerations (B,)."""
+def _rnea(model: Model, q, qd, qdd, dtype, frames=None):
+    """The joint torques (B,) at the joints' positions, velocities and accelerations (B,), from
+    the joint frames (:func:`tree.joint_frames`, read from the model if not given)."""
     walk = traversal.walk(model.parents)
-    joints = tr.joints(walk, model, q, dtype)
+    joints = tr.joints(walk, model, q, dtype, frames)
     motion = motions(walk, model, joints, qd, qdd, dtype)
     return walk.array(walk.backward(body_force, (Z3, Z3), joints, motion))
 

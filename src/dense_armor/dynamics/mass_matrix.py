@@ -40,9 +40,10 @@ def motion_subspaces(prismatic: np.ndarray, z, p):
     return tuple(jnp.where(prismatic, 0.0, x) for x in z), tuple(jnp.where(prismatic, x, y) for x, y in zip(z, pz))
 
 
-def _mass_matrix(model: Model, q, dtype):
-    """The mass matrix (n, n) of the coordinates at the joints' positions ``q`` (B,)."""
-    world, inertia = tr.joint_frame_placements(model, q, dtype)
+def _mass_matrix(model: Model, q, dtype, frames=None):
+    """The mass matrix (n, n) of the coordinates at the joints' positions ``q`` (B,), from the
+    joint frames with their parents' (:func:`tree.joint_frames`, read from the model if not given)."""
+    world, inertia = tr.joint_frame_placements(model, q, dtype, frames)
     R, p = tr.placements_at(world)
     S = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
     bodies = tr.read(tr.pack([*world_inertia(inertia, R, p), *S[0], *S[1]]), np.arange(model.n_bodies))

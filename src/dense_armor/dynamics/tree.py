@@ -158,14 +158,15 @@ def _placement(parents, values, basis, parent_axis) -> tuple:
     return spatial.matmul(up_T, spatial.matmul(R0, basis)), spatial.matvec(up_T, p0)
 
 
-def joints(walk, model: Model, q, dtype):
+def joints(walk, model: Model, q, dtype, frames=None):
     """Every joint's placement at ``q`` and its body's inertia, in joint frames, as per-body
-    values of ``walk`` (:mod:`traversal`).
+    values of ``walk`` (:mod:`traversal`), from ``frames`` (:func:`joint_frames`, read from the
+    model if not given).
 
     A revolute joint turns its frame by ``Rot(z, q)``: ``R = C Rot(z, q)``, where only ``cos(q)``
     and ``sin(q)`` depend on ``q``; a prismatic one slides: ``p = d + q C e_z``.
     """
-    frames = joint_frames(model, dtype)
+    frames = joint_frames(model, dtype) if frames is None else frames
     width = frames.shape[-1]
 
     def joint(prismatic, frame, q, c, s):
@@ -415,9 +416,10 @@ def _doubling(parents) -> list:
 # (the mass matrix, the level walk's ABA, kinematics), and read as lanes.
 
 
-def joint_frame_placements(model: Model, q, dtype) -> tuple:
+def joint_frame_placements(model: Model, q, dtype, frames=None) -> tuple:
     """World placements of every joint frame (:func:`joint_frames`), and the bodies' inertial
-    parameters in them (10 lanes).
+    parameters in them (10 lanes); ``frames`` the joint frames with their parents' (read from
+    the model if not given).
 
     A joint frame's placement in its parent's, ``(C Rot(z, q), d)``, needs two products per
     entry once ``C`` and ``d`` are known, and these do not depend on ``q``: in a scan they are
@@ -429,7 +431,8 @@ def joint_frame_placements(model: Model, q, dtype) -> tuple:
         The placements as a :func:`stack_rows` array of their 12 rows (:func:`placements_at`
         reads them), and the inertial parameters as lanes.
     """
-    x = [lane[None] for lane in columns(joint_frames(model, dtype, parents=True), 34)]
+    frames = joint_frames(model, dtype, parents=True) if frames is None else frames
+    x = [lane[None] for lane in columns(frames, 34)]
     cs = joint_angles(model, q, parents=True)
 
     def placement(values, c, s, slide) -> list:
