@@ -34,10 +34,11 @@ def panda():
 @pytest.mark.parametrize(
     "make, max_kernels",
     [
-        (lambda m: ResidualLearner(m), 17),
-        (lambda m: ResidualLearner(m, detector=Hampel()), 27),
-        (lambda m: PayloadLearner(m), 54),
-        (lambda m: RobotLearner(m), 145),
+        # the counts since a step writes over its donated state and refuses an overflowed update
+        (lambda m: ResidualLearner(m), 21),
+        (lambda m: ResidualLearner(m, detector=Hampel()), 30),
+        (lambda m: PayloadLearner(m), 56),
+        (lambda m: RobotLearner(m), 146),
     ],
 )
 def test_stepper_kernels(panda, make, max_kernels):
