@@ -491,15 +491,19 @@ class RobotLearner(Learner):
             body = jnp.arange(self.num_parameters)
             body = (body >= columns.start) & (body < columns.stop)
             prior = jnp.zeros(self.num_parameters, dtype).at[columns].set(jnp.asarray(self.detector.prior, dtype) ** 2)
-            opened = jnp.where(body[:, None] & body[None, :], P + jnp.diag(prior), jnp.where(body[:, None] | body[None, :], 0.0, P))
-            rls_state = rls.RLSState(jnp.where(alarm, baseline, w), jnp.where(alarm, opened, P))
+
+            def reopened(P):  # read by the update's correction and by the rare settling branch, never stored
+                opened = jnp.where(body[:, None] & body[None, :], P + jnp.diag(prior), jnp.where(body[:, None] | body[None, :], 0.0, P))
+                return jnp.where(alarm, opened, P)
+
+            rls_state = rls.RLSState(jnp.where(alarm, baseline, w), reopened(P))
             # ... and, while it settles, learned alone (the rest held: their columns moved
             # into the target)
             settling = alarm | self.detector.settling(state.detector, rate)
             held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
             y = y - (rows * held) @ rls_state.w
             rows = rows * (1.0 - held)
-            PXt = jax.lax.cond(settling, lambda: rls_state.P @ rows.T, lambda: PXt)
+            PXt = jax.lax.cond(settling, lambda: reopened(P) @ rows.T, lambda: PXt)
 
         lam = jnp.asarray(self.lam, dtype)
         rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets, PXt=PXt)
