@@ -4,8 +4,8 @@
 
 For the seed's 2-link arm, UR5 and Panda (7 joints, fingers locked) and each documented learner
 (the five-feature ``ResidualDynamicsLearner``, ``DriftAwareResidualDynamicsLearner`` with its
-default Hampel trigger, ``PayloadResidualDynamicsLearner`` and ``RobotResidualDynamicsLearner``),
-float64:
+default Hampel trigger, ``PayloadResidualDynamicsLearner`` and ``RobotResidualDynamicsLearner``, the
+last also without its payload detector, ``robot --no-payload``), float64:
 
 - one ``learn_one`` of the documented class (which returns once its step is queued: a round of
   calls is timed up to the end of its last step), and one ``learners.Stepper.step`` (the
@@ -53,7 +53,7 @@ import numpy as np
 from common import ARCHITECTURE_MAIN, alternated, best, in_child, interleaved_us, median_us, pinocchio_model, robots, table, write_section
 
 ROBOTS = ("2-link", "UR5", "Panda")
-KINDS = ("five-feature", "drift-aware", "payload", "robot")
+KINDS = ("five-feature", "drift-aware", "payload", "robot", "robot --no-payload")
 LAM = 0.99
 RATE = 1000.0  # Hz, the whole-robot learner's sampling rate
 # Panda whole-robot learners x samples in one vmap. With JAX's defaults, XLA:CPU's
@@ -150,7 +150,7 @@ def reference(kind: str, xml: str):
         "drift-aware": lambda: NumpyFiveFeature(xml, hampel=20),
         "payload": lambda: NumpyShared(xml, body=n_bodies - 1),
         "robot": lambda: NumpyShared(xml, body=None, learned=RobotLearner(parse_urdf(xml), rate=RATE).learned),
-    }[kind]()
+    }[kind.split()[0]]()
 
 
 # ----------------------------------------------------------------------------- dense_armor
@@ -167,6 +167,7 @@ def wrapper(kind: str, xml: str):
         "drift-aware": lambda: od.DriftAwareResidualDynamicsLearner(model, lam=LAM),
         "payload": lambda: od.PayloadResidualDynamicsLearner(model, lam=LAM),
         "robot": lambda: od.RobotResidualDynamicsLearner(model, rate=RATE),
+        "robot --no-payload": lambda: od.RobotResidualDynamicsLearner(model, rate=RATE, detect_payload=False),
     }[kind]()
 
 
@@ -444,6 +445,8 @@ def main(argv=None):
         "(asynchronous dispatch on, 64-bit off outside the classes, which enter `jax.enable_x64` themselves); the "
         "tuned single calls in a process with asynchronous dispatch off. Single calls: medians over interleaved rounds "
         "(NumPy + Pinocchio, `learn_one`, `Stepper`, in turn), so ratios hold while the machine's speed drifts. "
+        "`robot --no-payload` is the whole-robot learner without its payload detector (`detect_payload=False`, the "
+        "command line's `--no-payload`), against the same NumPy reference, which detects no payload either. "
         "`learn_one` returns once its step is queued (JAX's asynchronous dispatch; the steps run in order on "
         "XLA's thread while Python goes on): a round of 200 calls is timed up to the end of its last step "
         "(`learner.last`), so its figure is the cost of a step in a stream of them, waiting included; the "
