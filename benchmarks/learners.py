@@ -141,6 +141,8 @@ class NumpyShared:
 
 
 def reference(kind: str, xml: str):
+    """The NumPy + Pinocchio learner doing ``kind``'s work; a kind with options (``robot
+    --no-payload``) is compared with its learner's (the reference detects no payload)."""
     from dense_armor import parse_urdf
     from dense_armor.robot_learner import RobotLearner
 
