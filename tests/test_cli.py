@@ -509,18 +509,32 @@ def test_state_out_then_in_continues_bit_exactly(capsys, wall):
     assert code == 2 and "a state of another robot" in err and not (f / "x.csv").exists()
 
 
-def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys, wall):
+def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys, wall, monkeypatch):
     import json
+    import threading
 
     import pinocchio as pin
     from oracle import pin_compatible
 
-    from dense_armor import inertial, learners
+    from dense_armor import inertial, learners, robot_learner
     from dense_armor.robot_learner import JOINT_TERMS, RobotLearner, estimate
 
+    calls = []  # (on the main thread, compiled by the call)
+
+    def recorded(*args):
+        before = estimate._cache_size()
+        result = jax.block_until_ready(estimate(*args))
+        calls.append((threading.current_thread() is threading.main_thread(), estimate._cache_size() > before))
+        return result
+
+    monkeypatch.setattr(robot_learner, "estimate", recorded)
     out = wall["folder"] / "identified.urdf"
-    code, printed, _ = _run(capsys, "identify", wall["urdf"], wall["log"], "-o", out)
+    code, printed, _ = _run(capsys, "identify", wall["urdf"], wall["log"], "-o", out, "--chunk", 500)
     assert code == 0, printed
+    # the estimate was called (compiled, unless an earlier test had) on a second thread while the
+    # replay ran; read at the end, it was ready
+    assert [main for main, _ in calls] == [False, True] and calls[1] == (True, False)
+    monkeypatch.undo()
     side = json.loads(out.with_suffix(".json").read_text())
     identified = parse_urdf(out)
     assert identified.joint_names == wall["model"].joint_names

@@ -6,6 +6,7 @@ import argparse
 import itertools
 import json
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -190,6 +191,33 @@ COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/j
                   "/jax/core/compile/backend_compile_duration")
 
 
+class _Aside(threading.Thread):
+    """``fn(*args)``, float64, on a thread of its own, started by the first :meth:`start` (the
+    later ones do nothing): a jitted function compiled, by calling it once, while the main
+    thread waits on other work. An error is left to the main thread's own call, which raises it
+    again in its context."""
+
+    def __init__(self, fn, *args):
+        super().__init__(daemon=True)
+        self._fn, self._args = fn, args
+
+    def start(self):
+        if self.ident is None:
+            super().start()
+
+    def wait(self):
+        """Until the call is done, if it was started."""
+        if self.ident is not None:
+            self.join()
+
+    def run(self):
+        try:
+            with jax.enable_x64(True):
+                jax.block_until_ready(self._fn(*self._args))
+        except Exception:  # noqa: BLE001 (see the class docstring)
+            pass
+
+
 class Timing(NamedTuple):
     """A replay's wall time and, of it, the time JAX spent compiling, s."""
 
@@ -238,28 +266,40 @@ def _run(args, kind: str, make_sink=None):
         state = learners.init(learner, jnp.float64)
     bar = _progress(args, info.expected)
     sink = None if make_sink is None else make_sink(model)
-    compiling = []
+    # the robot learner's estimate, read after the replay, compiles (about 2 s) on a second
+    # thread once the replay's first block is done: the scan keeps one core, the compile the other
+    aside = _Aside(robot_learner.estimate, learner, state) if isinstance(learner, robot_learner.RobotLearner) else None
+    compiling, main = [], threading.get_ident()
+
+    def progress(count):
+        if aside is not None:
+            aside.start()
+        if bar is not None:
+            bar.update(count)
 
     def listen(event, seconds, **_):
-        if event.startswith(COMPILE_EVENTS):
+        if event.startswith(COMPILE_EVENTS) and threading.get_ident() == main:  # the replay's own
             compiling.append(seconds)
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     started = time.perf_counter()
     try:
-        result = replay_log(learner, state, chunks, block=args.chunk, progress=bar.update if bar else None, sink=sink,
+        result = replay_log(learner, state, chunks, block=args.chunk, progress=progress, sink=sink,
                             window=1.0 if info.period else 1000.0)
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
         if bar is not None:
             bar.close()
+    timing = Timing(time.perf_counter() - started, sum(compiling))
+    if aside is not None:
+        aside.wait()
     args.fixed, args.parsed = fixed, parsed  # for identify's URDF
     for name, (low, high) in info.locked_range.items():
         if name in fixed and max(abs(low - fixed[name]), abs(high - fixed[name])) > LOCK_TOLERANCE:
             logged = f"at {low:.4g}" if high - low <= LOCK_TOLERANCE else f"moving over [{low:.4g}, {high:.4g}]"
             print(f"{PROG}: warning: --lock holds {name} at {fixed[name]:g}, but the log has it {logged}",
                   file=sys.stderr)
-    return model, locks, stream, learner, result, Timing(time.perf_counter() - started, sum(compiling))
+    return model, locks, stream, learner, result, timing
 
 
 def _changes(result) -> list[dict]:
