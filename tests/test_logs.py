@@ -364,6 +364,33 @@ def test_a_ros2_bag_reads_like_its_csv(tmp_path, storage):
         load_log(bag, ("joint1", "joint2", "finger"))
 
 
+def test_a_bag_whose_publisher_changes_its_joints_order_reads_like_its_csv(tmp_path):
+    """Messages are decoded in batches by the byte layout of the message before: runs of
+    messages of the same size but the joints in the other order (another layout) are decoded
+    one by one, and every row lands where it belongs."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    t, q, qd, _, tau = _motion(seconds=1.0)
+    t = t + 1.7e9
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    with Writer(tmp_path / "bag", version=8) as writer:
+        connection = writer.add_connection("/joint_states", JointState.__msgtype__, typestore=store)
+        for k in range(len(t)):
+            turn = slice(None, None, -1 if (k // 7) % 3 == 1 else 1)  # runs of 7 in the other order
+            ns = int(round(t[k] * 1e9))
+            msg = JointState(header=Header(stamp=Time(sec=ns // 10**9, nanosec=ns % 10**9), frame_id=""),
+                             name=list(JOINTS)[turn], position=np.ascontiguousarray(q[k, turn]),
+                             velocity=np.ascontiguousarray(qd[k, turn]), effort=np.ascontiguousarray(tau[k, turn]))
+            writer.write(connection, ns, store.serialize_cdr(msg, JointState.__msgtype__))
+    log = load_log(tmp_path / "bag", JOINTS)
+    np.testing.assert_allclose(log.t, t, atol=2e-9)
+    for got, want in ((log.q, q), (log.qd, qd), (log.tau, tau)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_bag_message_naming_a_joint_twice_is_an_error(tmp_path):
     t, q, qd, qdd, tau = _motion(seconds=0.5)
     twice = lambda x: np.concatenate([x, 9.0 + x[:, 1:]], 1)  # noqa: E731 (a second joint2, other values)
@@ -467,13 +494,20 @@ def test_joint_states_decoded_by_their_byte_layout_equal_the_general_decoder():
         assert layout is not None
         for sec in (1_700_000_001, -5):
             raw, expected = message(names, sec, frame, velocity)
-            decoded = layout.decode(raw)
-            assert decoded[0] == expected[0] and decoded[1] == pytest.approx(expected[1], abs=1e-9)
+            decoded = layout.decode([raw])
+            assert decoded[0] == expected[0] and decoded[1] == pytest.approx([expected[1]], abs=1e-9)
             for a, b in zip(decoded[2:], expected[2:]):
-                np.testing.assert_array_equal(a, b)
-        assert layout.decode(message(names[::-1], 1, frame, velocity)[0]) is None or names == names[::-1]
-        assert layout.decode(message(names, 1, frame, not velocity)[0]) is None
-        assert layout.decode(message(names, 1, frame + "y", velocity)[0]) is None
+                np.testing.assert_array_equal(a, np.reshape(b, (1, -1)))
+        # several at once, as the bag reader decodes them
+        batch = [message(names, sec, frame, velocity) for sec in (3, 4, 5)]
+        decoded = layout.decode([raw for raw, _ in batch])
+        assert decoded[1] == pytest.approx([fields[1] for _, fields in batch], abs=1e-9)
+        for k, a in enumerate(decoded[2:]):
+            np.testing.assert_array_equal(a, np.reshape([fields[2 + k] for _, fields in batch], a.shape))
+        assert layout.decode([first, message(names, 1, frame + "y", velocity)[0]]) is None
+        assert layout.decode([message(names[::-1], 1, frame, velocity)[0]]) is None or names == names[::-1]
+        assert layout.decode([message(names, 1, frame, not velocity)[0]]) is None
+        assert layout.decode([message(names, 1, frame + "y", velocity)[0]]) is None
     # not CDR, or fields the offsets do not reproduce: no layout
     raw, fields = message(("a",), 1)
     assert _JointStateLayout.of(b"\x01\x00" + raw[2:], fields) is None

@@ -332,19 +332,23 @@ class _JointStateLayout:
         if at > len(raw) or len(raw) - at >= 8:
             return None
         layout = cls(len(raw), raw[12 : arrays[0][0]], tuple(counts[1:]), tuple(arrays), tuple(names))
-        same = layout.decode(raw)
-        if same is None or same[:2] != tuple(fields[:2]) or not all(
-                np.array_equal(a, b) for a, b in zip(same[2:], fields[2:])):
+        same = layout.decode([raw])
+        if same is None or same[0] != tuple(fields[0]) or same[1][0] != fields[1] or not all(
+                np.array_equal(a[0], b) for a, b in zip(same[2:], fields[2:])):
             return None
         return layout
 
-    def decode(self, raw) -> tuple | None:
-        """``(names, stamp s, position, velocity, effort)`` of a message of this layout, else ``None``."""
-        if len(raw) != self.size or raw[12 : 12 + len(self.fixed)] != self.fixed or any(
-                raw[at : at + 4] != count for at, count in self.counts):
+    def decode(self, raws) -> tuple | None:
+        """``(names, stamps s (m,), positions (m, k), velocities, efforts)`` of ``m`` messages of
+        this layout (``raws``, each ``size`` bytes), decoded together, else ``None``."""
+        if any(len(raw) != self.size for raw in raws):
             return None
-        sec, nanosec = int.from_bytes(raw[4:8], "little", signed=True), int.from_bytes(raw[8:12], "little")
-        values = (np.frombuffer(raw, "<f8", count, at) for at, count in self.arrays)  # read-only views
+        data = np.frombuffer(b"".join(raws), np.uint8).reshape(len(raws), self.size)
+        if not np.all(data[:, 12 : 12 + len(self.fixed)] == np.frombuffer(self.fixed, np.uint8)) or not all(
+                np.all(data[:, at : at + 4] == np.frombuffer(count, np.uint8)) for at, count in self.counts):
+            return None
+        sec, nanosec = data[:, 4:8].copy().view("<i4")[:, 0], data[:, 8:12].copy().view("<u4")[:, 0]
+        values = (data[:, at : at + 8 * count].copy().view("<f8") for at, count in self.arrays)
         return (self.names, sec + 1e-9 * nanosec, *values)
 
 
@@ -398,61 +402,107 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
                    if key not in ("t", "received") and (key != "qd" or velocity)}
             return {"t": (buffers["t"] if info.clock == "header" else buffers["received"])[:count][keep].copy(), **out}
 
-        layout = None  # the last message's byte layout, once checked against rosbags' decoding
-        for k, (connection, stamp, raw) in enumerate(reader.messages(connections=connections)):
-            fields = None if layout is None else layout.decode(raw)
-            if fields is None:
-                try:
-                    msg = reader.deserialize(raw, connection.msgtype)
-                except Exception as err:
-                    raise LogError(f"{path}: message {k} on {topic} cannot be decoded: {err}") from None
-                fields = (tuple(msg.name), msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
-                          *(np.asarray(getattr(msg, key), np.float64) for key in ("position", "velocity", "effort")))
-                layout = _JointStateLayout.of(bytes(raw), fields) if reader.is2 else None  # ROS 2: CDR
+        def order_of(k: int, names: tuple):
+            """Where the model's joints are among ``names`` (empty: another publisher's message),
+            and the locked joints'; ``k`` the message's index, for errors."""
+            if names in order_cache:
+                return order_cache[names]
+            where = {name: i for i, name in enumerate(names)}
+            held = [(name, where[name]) for name in locked if name in where]
+            if len(where) < len(names):
+                twice = sorted({name for name in names if names.count(name) > 1})
+                raise LogError(f"{path}: message {k} on {topic} names {', '.join(twice)} more than once")
+            missing = [j for j in joint_names if j not in where]
+            if len(missing) == n:
+                order = ()
+            elif missing:
+                # the robot's joints split over publishers (an arm's and a gripper's): lock the fewer
+                present = [j for j in joint_names if j in where]
+                lock = present if len(present) < len(missing) else missing
+                raise LogError(f"{path}: message {k} on {topic} has {', '.join(present)} but no {', '.join(missing)}; "
+                               f"to replay without a joint, lock it: " + " ".join(f"--lock {j}=VALUE" for j in lock))
+            else:
+                order = np.array([where[j] for j in joint_names])
+            order_cache[names] = order, held
+            return order, held
+
+        def put(k: int, received, fields) -> Iterator[dict]:
+            """Messages ``k, k + 1, ...`` with the same names, decoded (``fields``: names, then
+            arrays with a leading axis of messages), into the buffers; full chunks out."""
+            nonlocal fill, velocity
             names, header, position, speed, effort = fields
-            order, held = order_cache.get(names, (None, None))
-            if order is None:
-                where = {name: i for i, name in enumerate(names)}
-                held = [(name, where[name]) for name in locked if name in where]
-                if len(where) < len(names):
-                    twice = sorted({name for name in names if names.count(name) > 1})
-                    raise LogError(f"{path}: message {k} on {topic} names {', '.join(twice)} more than once")
-                missing = [j for j in joint_names if j not in where]
-                if len(missing) == n:
-                    order = ()
-                elif missing:
-                    # the robot's joints split over publishers (an arm's and a gripper's): lock the fewer
-                    present = [j for j in joint_names if j in where]
-                    lock = present if len(present) < len(missing) else missing
-                    raise LogError(f"{path}: message {k} on {topic} has {', '.join(present)} but no {', '.join(missing)}; "
-                                   f"to replay without a joint, lock it: " + " ".join(f"--lock {j}=VALUE" for j in lock))
-                else:
-                    order = np.array([where[j] for j in joint_names])
-                order_cache[names] = order, held
+            order, held = order_of(k, names)
             for name, i in held:  # where the locked joints were (any publisher's message)
-                if i < len(position) and math.isfinite(position[i]):
+                at = position[:, i][np.isfinite(position[:, i])] if i < position.shape[1] else ()
+                if len(at):
                     low, high = info.locked_range.get(name, (math.inf, -math.inf))
-                    info.locked_range[name] = (min(low, position[i]), max(high, position[i]))
+                    info.locked_range[name] = (min(low, float(at.min())), max(high, float(at.max())))
             if len(order) == 0:  # another publisher's joints (a gripper)
-                info.other += 1
-                continue
-            if len(position) != len(names) or len(effort) not in (0, len(names)):
-                raise LogError(f"{path}: message {k} on {topic} has {len(names)} names but {len(position)} positions "
-                               f"and {len(effort)} efforts")
-            buffers["t"][fill], buffers["received"][fill] = header, 1e-9 * stamp
-            buffers["q"][fill] = position[order]
-            # a message without efforts (or, when the first had them, velocities) is a row
-            # without them: skipped and counted as a row with a NaN
-            buffers["tau"][fill] = effort[order] if len(effort) else np.nan
-            has = len(speed) == len(names)
+                info.other += len(header)
+                return
+            if position.shape[1] != len(names) or effort.shape[1] not in (0, len(names)):
+                raise LogError(f"{path}: message {k} on {topic} has {len(names)} names but {position.shape[1]} positions "
+                               f"and {effort.shape[1]} efforts")
+            has = speed.shape[1] == len(names)
             if velocity is None:
                 velocity = has
-            if velocity:
-                buffers["qd"][fill] = speed[order] if has else np.nan
-            fill += 1
-            if fill == size:
-                yield from _nonempty(rows(fill))
-                fill = 0
+            done = 0
+            while done < len(header):
+                take = min(len(header) - done, size - fill)
+                rows_in, rows_out = slice(done, done + take), slice(fill, fill + take)
+                buffers["t"][rows_out], buffers["received"][rows_out] = header[rows_in], 1e-9 * received[rows_in]
+                buffers["q"][rows_out] = position[rows_in][:, order]
+                # a message without efforts (or, when the first had them, velocities) is a row
+                # without them: skipped and counted as a row with a NaN
+                buffers["tau"][rows_out] = effort[rows_in][:, order] if effort.shape[1] else np.nan
+                if velocity:
+                    buffers["qd"][rows_out] = speed[rows_in][:, order] if has else np.nan
+                done, fill = done + take, fill + take
+                if fill == size:
+                    yield from _nonempty(rows(fill))
+                    fill = 0
+
+        def decoded(k: int, connection, raw) -> tuple:
+            """One message by rosbags' general decoder, as a batch of one; its layout kept."""
+            try:
+                msg = reader.deserialize(raw, connection.msgtype)
+            except Exception as err:
+                raise LogError(f"{path}: message {k} on {topic} cannot be decoded: {err}") from None
+            fields = (tuple(msg.name), msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
+                      *(np.asarray(getattr(msg, key), np.float64) for key in ("position", "velocity", "effort")))
+            layout = _JointStateLayout.of(bytes(raw), fields) if reader.is2 else None  # ROS 2: CDR
+            if layout is not None:
+                layouts[layout.size] = layout
+            return fields[0], np.array([fields[1]]), *(x[None] for x in fields[2:])
+
+        def flush() -> Iterator[dict]:
+            """The pending messages, decoded together by their layout (one by one if some differ)."""
+            if not pending:
+                return
+            messages = list(pending)
+            pending.clear()
+            layout = layouts[len(messages[0][3])]
+            fields = layout.decode([raw for _, _, _, raw in messages])
+            if fields is not None:
+                yield from put(messages[0][0], np.array([stamp for _, _, stamp, _ in messages]), fields)
+                return
+            for k, connection, stamp, raw in messages:
+                one = layouts[len(raw)].decode([raw])
+                yield from put(k, np.array([stamp]), decoded(k, connection, raw) if one is None else one)
+
+        # messages are decoded in batches of one byte layout (a publisher sends the same names,
+        # in the same order, every time): the first of each size by rosbags, the rest by its layout
+        layouts, pending = {}, []  # the layouts by message size; consecutive messages of one size
+        for k, (connection, stamp, raw) in enumerate(reader.messages(connections=connections)):
+            if pending and len(raw) != len(pending[0][3]):
+                yield from flush()
+            if len(raw) in layouts:
+                pending.append((k, connection, stamp, raw))
+                if len(pending) == size:
+                    yield from flush()
+            else:
+                yield from put(k, np.array([stamp]), decoded(k, connection, raw))
+        yield from flush()
         if fill:
             yield from _nonempty(rows(fill))
     finally:
