@@ -9,6 +9,7 @@ from common import SOURCE, alternated, best, imported
 from gpu import TOLERANCE
 
 
+@pytest.mark.slow  # a long protocol: the default run stays under 5 minutes
 def test_alternated_measures_this_checkout_and_the_revision_in_turn():
     if subprocess.run(["git", "-C", str(SOURCE.parent), "rev-parse", "HEAD"], capture_output=True).returncode:
         pytest.skip("not a git checkout")

@@ -529,7 +529,7 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
 
     monkeypatch.setattr(robot_learner, "estimate", recorded)
     out = wall["folder"] / "identified.urdf"
-    code, printed, _ = _run(capsys, "identify", wall["urdf"], wall["log"], "-o", out, "--chunk", 500)
+    code, printed, _ = _run(capsys, "identify", wall["urdf"], wall["log"], "-o", out)
     assert code == 0, printed
     # the estimate was called (compiled, unless an earlier test had) on a second thread while the
     # replay ran; read at the end, it was ready

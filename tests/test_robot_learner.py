@@ -109,6 +109,7 @@ def test_the_parameters_left_out_are_invisible_to_every_torque(robot, panda_urdf
     assert hidden.sum() == expected, hidden
 
 
+@pytest.mark.slow  # a long protocol: the default run stays under 5 minutes
 def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
     # the learner with every parameter and the learner without the invisible ones: the same
     # predictions, alarms and estimate (the left-out parameters stay at the prior)
