@@ -365,9 +365,9 @@ def test_a_ros2_bag_reads_like_its_csv(tmp_path, storage):
 
 
 def test_a_bag_whose_publisher_changes_its_joints_order_reads_like_its_csv(tmp_path):
-    """Messages are decoded in batches by the byte layout of the message before: runs of
-    messages of the same size but the joints in the other order (another layout) are decoded
-    one by one, and every row lands where it belongs."""
+    """Messages are decoded in batches by the byte layout of their size: runs of messages of
+    the same size but the joints in the other order (another layout) are decoded one by one,
+    and every row lands where it belongs."""
     from rosbags.rosbag2 import Writer
     from rosbags.typesys import Stores, get_typestore
 
