@@ -267,7 +267,7 @@ def _run(args, kind: str, make_sink=None):
     bar = _progress(args, info.expected)
     sink = None if make_sink is None else make_sink(model)
     # the robot learner's estimate, read after the replay, compiles (about 2 s) on a second
-    # thread once the replay's first block is done: the scan keeps one core, the compile the other
+    # thread once the replay's first block is done, while the replay runs (docs/design.md, "Threads")
     aside = _Aside(robot_learner.estimate, learner, state) if isinstance(learner, robot_learner.RobotLearner) else None
     compiling, main = [], threading.get_ident()
 
