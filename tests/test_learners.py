@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dense_armor import attach_payload, learners, parse_urdf, rls
+from dense_armor import RobotLearner, attach_payload, learners, parse_urdf, rls
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import rnea
 from dense_armor.learners import ResidualLearner, Sample
@@ -100,8 +100,7 @@ def test_stepper_equals_the_jitted_step(detector):
 
 def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
     """``learn`` returns before its step has run; the steps still run in order, so the state,
-    ``last`` and ``predict`` after 60 queued steps are those of 60 waited-for steps, bit for bit.
-    A float64 stepper outside ``jax.enable_x64`` is refused (its buffers would be float32)."""
+    ``last`` and ``predict`` after 60 queued steps are those of 60 waited-for steps, bit for bit."""
     learner = _innovation_learner()
     traj, _ = _trajectory(4, 61)
     queued = learners.Stepper(learner, learner.init(jnp.float64))
@@ -117,10 +116,36 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
     np.testing.assert_array_equal(queued.predict(q, qd, qdd), expected)
     with pytest.raises(ValueError, match=r"qdd: expected shape \(2,\)"):
         queued.predict(q, qd, qdd[:1])
+
+
+@pytest.mark.parametrize("kind", ["five-feature", "robot"])
+def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(kind):
+    """Outside 64-bit mode, a ``Stepper`` of a float64 state (JAX or NumPy leaves, a wrapper's
+    ``.state``) computes in float64 all the same, bit for bit as inside it; the functional
+    ``step``, ``replay`` and ``predict`` refuse a float64 state with a clear error (JAX would
+    compute them in float32)."""
+    learner = ResidualLearner(NOMINAL, lam=0.99) if kind == "five-feature" else RobotLearner(NOMINAL, rate=100.0)
+    traj, _ = _trajectory(5, 13)
     state = learner.init(jnp.float64)
-    for leaves in (state, jax.tree.map(np.asarray, state)):  # JAX or NumPy float64 leaves (a wrapper's .state)
-        with jax.enable_x64(False), pytest.raises(ValueError, match="enable_x64"):
-            learners.Stepper(learner, leaves)
+    inside = learners.Stepper(learner, state)
+    outputs = [inside.step(*_at(traj, t)) for t in range(6)]
+    for t in range(6, 12):
+        inside.learn(*_at(traj, t))
+    for leaves in (state, jax.tree.map(np.asarray, state)):
+        with jax.enable_x64(False):
+            outside = learners.Stepper(learner, leaves)
+            chex.assert_trees_all_equal([outside.step(*_at(traj, t)) for t in range(6)], outputs)
+            for t in range(6, 12):
+                outside.learn(*_at(traj, t))
+            chex.assert_trees_all_equal(outside.last, inside.last)
+            assert outside.last.prediction.dtype == np.float64
+            chex.assert_trees_all_equal(outside.predict(*_at(traj, 12)[:3]), inside.predict(*_at(traj, 12)[:3]))
+            chex.assert_trees_all_equal(outside.state, inside.state)
+    with jax.enable_x64(False):
+        for call in (lambda: learners.step(learner, state, _at(traj, 0)), lambda: learners.replay(learner, state, traj),
+                     lambda: learners.predict(learner, state, *_at(traj, 0)[:3])):
+            with pytest.raises(ValueError, match="needs JAX's 64-bit mode"):
+                call()
 
 
 def test_stepper_writes_each_new_state_over_the_last():
@@ -174,7 +199,6 @@ def test_jitted_init_is_the_learners_init(dtype):
     """``learners.init`` (one compiled program) gives each learner's ``init`` exactly, leaf by
     leaf, in its dtype."""
     from dense_armor.payload import PayloadLearner
-    from dense_armor.robot_learner import RobotLearner
 
     for learner in (_innovation_learner(), PayloadLearner(NOMINAL, lam=0.999), RobotLearner(NOMINAL)):
         jitted, eager = learners.init(learner, dtype), learner.init(dtype)
@@ -544,7 +568,7 @@ def test_drift_aware_wrapper_innovation_trigger():
                          + [pytest.param(kind, dtype, marks=pytest.mark.slow)
                             for kind, dtype in (("payload", jnp.float64), ("robot", jnp.float64), ("robot", jnp.float32))])
 def test_a_finite_sample_whose_features_overflow_is_skipped(kind, dtype):
-    from dense_armor import PayloadLearner, RobotLearner
+    from dense_armor import PayloadLearner
 
     make = {"five-feature": lambda: ResidualLearner(NOMINAL), "innovation": _innovation_learner,
             "payload": lambda: PayloadLearner(NOMINAL), "robot": lambda: RobotLearner(NOMINAL, rate=100.0)}[kind]

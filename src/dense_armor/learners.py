@@ -44,6 +44,7 @@ A sample with a NaN or inf is skipped inside the step: the state is unchanged ex
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -212,6 +213,15 @@ def respond(learner, alarm, detector_state, rls_state: rls.RLSState, countdown, 
     return detector_state, rls_state, countdown, lam
 
 
+def _check_precision(dtype) -> None:
+    """Raise ValueError for a state of a precision JAX is not computing in (a float64 state
+    outside 64-bit mode, whose arithmetic would silently fall to float32). At trace time: free
+    once compiled."""
+    if jax.dtypes.canonicalize_dtype(dtype) != dtype:
+        raise ValueError(f"a {jnp.dtype(dtype).name} learner state needs JAX's 64-bit mode: call inside "
+                         "jax.enable_x64(True), or set jax.config.update('jax_enable_x64', True)")
+
+
 class Learner(eqx.Module):
     """What every learner shares: a step split into a state-free and a stateful half.
 
@@ -235,6 +245,7 @@ class Learner(eqx.Module):
         whose update overflows (a finite but absurd reading, ``qd^2`` past the dtype's range) is
         rejected by :func:`commit`.
         """
+        _check_precision(dtype)
         _, (tau,) = self.model.check(tau=sample.tau)
         arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
         valid = finite(*arrays)
@@ -464,8 +475,9 @@ class Stepper:
     :meth:`step` waits for the step and returns its outputs; :meth:`learn` only queues it (JAX's
     asynchronous dispatch) and returns at once, so that steps run on XLA's thread while the
     caller goes on; the next step, :meth:`predict`, :attr:`last` or :attr:`state` wait for it.
-    Same arithmetic as :func:`step`; each stepper compiles once, on its first step. A float64
-    stepper is built and called inside ``jax.enable_x64``.
+    Same arithmetic as :func:`step`; each stepper compiles once, on its first step. A stepper
+    of a float64 state computes in float64 wherever it is called: it enters
+    ``jax.enable_x64`` for its own calls when the caller is not in 64-bit mode.
 
     Args:
         learner: a :class:`Learner`; to change it (a new ``lam``, a new model), make a new
@@ -484,6 +496,7 @@ class Stepper:
         self.learner = learner
         self._layout = layout = Layout.of(state)
         self._dtype = np.dtype(state.rls.w.dtype)
+        self._wide = any(np.dtype(group).itemsize == 8 for group in layout.groups)  # needs 64-bit mode
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
         self._n = n = learner.model.n
 
@@ -513,31 +526,35 @@ class Stepper:
     def state(self, state):
         if Layout.of(state) != self._layout:
             raise ValueError("state: not a state of this learner (another structure, shape or dtype)")
-        if any(jax.dtypes.canonicalize_dtype(group) != group for group in self._layout.groups):
-            raise ValueError(f"state: a {self._dtype.name} state needs jax.enable_x64 (its buffers would be cast)")
-        buffers = tuple(jnp.array(b) for b in self._layout.pack(state))  # copies: the next step donates them
+        with self._precision():
+            buffers = tuple(jnp.array(b) for b in self._layout.pack(state))  # copies: the next step donates them
         with self._lock:
             self._buffers, self._report, self._last = buffers, None, None
+
+    def _precision(self):
+        """64-bit mode for the calls of a stepper with 64-bit state, if the caller is not in it
+        (outside it, JAX would compute them in float32)."""
+        return jax.enable_x64(True) if self._wide and not jax.config.jax_enable_x64 else contextlib.nullcontext()
 
     def step(self, q, qd, qdd, tau) -> StepOutput:
         """Predict, score, then learn one sample (each (n,)); the step's outputs as NumPy.
         Safe from several threads (steps take turns)."""
         sample = self._sample(q, qd, qdd, tau)
-        with self._lock:
+        with self._lock, self._precision():
             self._queue(sample)
             return self._output()
 
     def learn(self, q, qd, qdd, tau) -> None:
         """:meth:`step`, returning as soon as the step is queued (its outputs: :attr:`last`)."""
         sample = self._sample(q, qd, qdd, tau)
-        with self._lock:
+        with self._lock, self._precision():
             self._queue(sample)
 
     def replay(self, trajectory: Sample) -> StepOutput:
         """:func:`replay` of a trajectory (each field (T, n)) from the current state, in one
         ``lax.scan``: as :meth:`learn` sample by sample. Returns the per-sample outputs (NumPy,
         leading axis T); the last of them becomes :attr:`last`."""
-        with self._lock:
+        with self._lock, self._precision():
             state, outputs = replay(self.learner, self._layout.unpack(self._buffers), trajectory)
             outputs = jax.tree.map(np.asarray, outputs)
             self._buffers = tuple(jnp.array(b) for b in self._layout.pack(state))
@@ -548,14 +565,14 @@ class Stepper:
     @property
     def last(self) -> StepOutput | None:
         """The last step's outputs (NumPy; ``None`` before the first step); waits for it."""
-        with self._lock:
+        with self._lock, self._precision():
             return None if self._report is None and self._last is None else self._output()
 
     def predict(self, q, qd, qdd) -> np.ndarray:
         """The learner's prediction (n,) at one state (:meth:`Learner.predict`), after the
         queued steps."""
         sample = self._sample(q, qd, qdd)
-        with self._lock:
+        with self._lock, self._precision():
             return _wait(self._predict(self._buffers, sample))
 
     def _sample(self, *arrays) -> np.ndarray:
@@ -606,6 +623,7 @@ class Stepper:
 @compiler.jit
 def predict(learner: ResidualLearner, state: LearnerState, q, qd, qdd) -> jax.Array:
     """Predicted torque (n,) at one state, without learning."""
+    _check_precision(state.rls.w.dtype)
     return learner.predict(state, q, qd, qdd)
 
 
