@@ -467,10 +467,11 @@ class Stepper:
     and returns 11, each at a dispatch cost. A stepper compiles :meth:`Learner.step` (and
     :meth:`Learner.predict`) for this one learner: the learner (model and hyperparameters) is a
     compile-time constant, which XLA folds. The state stays on the device, packed into one
-    buffer per dtype (:class:`~dense_armor.packing.Layout`, bit-exact), from one step to the
-    next; a step takes it and the sample (one array), writes the new state over it (the buffers
-    are donated), and returns its outputs, ``[prediction, error, nominal, alarm, accepted,
-    extra]`` (one array).
+    buffer per dtype, its largest leaves in buffers of their own
+    (:class:`~dense_armor.packing.Layout`, bit-exact), from one step to the next; a step takes
+    them and the sample (one array), writes the new state over them (the buffers are donated),
+    and returns its outputs, ``[prediction, error, nominal, alarm, accepted, extra]`` (one
+    array).
 
     :meth:`step` waits for the step and returns its outputs; :meth:`learn` only queues it (JAX's
     asynchronous dispatch) and returns at once, so that steps run on XLA's thread while the
@@ -496,7 +497,7 @@ class Stepper:
         self.learner = learner
         self._layout = layout = Layout.of(state)
         self._dtype = np.dtype(state.rls.w.dtype)
-        self._wide = any(np.dtype(group).itemsize == 8 for group in layout.groups)  # needs 64-bit mode
+        self._wide = any(np.dtype(dtype).itemsize == 8 for dtype in layout.dtypes)  # needs 64-bit mode
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
         self._n = n = learner.model.n
 

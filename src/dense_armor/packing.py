@@ -6,11 +6,15 @@ passing them than on its arithmetic (``docs/design.md``, "Dispatch and other glo
 settings"). A :class:`Layout` records a pytree's structure, shapes and dtypes and packs its
 leaves into one 1-D buffer per storage dtype (``pack``); ``unpack`` is slices, reshapes and
 casts, which XLA folds into the kernels that read them; ``pack`` joins the leaves with
-:func:`dense_armor.compiler.join` (for a small tree, fused with their computation). Values are
-stored exactly, so ``unpack(pack(t))`` is ``t`` bit for bit: a leaf keeps its dtype, except
-that int8/16/32, uint8/16/32 and bool leaves ride in a float64 buffer when the tree has one
-(float64 holds every such value exactly), which saves an array a call. A layout is hashable,
-so it can be a static argument of ``jax.jit``.
+:func:`dense_armor.compiler.join`, fused with their computation while the join stays a chain
+of selects. A leaf that would make its buffer's join a concatenate (more than
+:data:`~dense_armor.compiler.JOIN_SELECTS` selects, the largest leaves first) is a buffer of
+its own instead: a concatenate copies every leaf, by a kernel each, where a step given its
+buffers to write over (donated) updates a leaf of its own in place. Values are stored exactly,
+so ``unpack(pack(t))`` is ``t`` bit for bit: a leaf keeps its dtype, except that int8/16/32,
+uint8/16/32 and bool leaves ride in a float64 buffer when the tree has one (float64 holds every
+such value exactly), which saves an array a call. A layout is hashable, so it can be a static
+argument of ``jax.jit``.
 
 Keep a small robot's buffers at 512 bytes or less where you can: XLA:CPU runs a program's
 kernels one after the other on the calling thread only when every buffer they touch is that
@@ -27,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor.compiler import join
+from dense_armor.compiler import JOIN_SELECTS, join
 
 __all__ = ["Layout"]
 
@@ -44,9 +48,12 @@ class Layout:
         shapes: each leaf's shape, in leaf order.
         dtypes: each leaf's dtype name, in leaf order.
         stored: each leaf's storage dtype name (its own, or float64; see the module docstring).
-        groups: the buffers' dtypes, in order of first appearance among the leaves.
-        offsets: each leaf's first element in the buffer of its storage dtype (leaf order).
-        sizes: each buffer's length.
+        groups: the joined buffers' dtypes, in order of first appearance among their leaves.
+        offsets: each joined leaf's first element in the buffer of its storage dtype (leaf
+            order; -1 for a leaf of its own).
+        sizes: each joined buffer's length.
+        alone: the leaves (their indices, in order) that are buffers of their own, after the
+            joined ones.
     """
 
     treedef: Any
@@ -56,6 +63,7 @@ class Layout:
     groups: tuple[str, ...]
     offsets: tuple[int, ...]
     sizes: tuple[int, ...]
+    alone: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, tree) -> Layout:
@@ -67,16 +75,23 @@ class Layout:
         dtypes = tuple((leaf.dtype if hasattr(leaf, "dtype") else jnp.result_type(leaf)).name for leaf in leaves)
         merge = "float64" in dtypes
         stored = tuple("float64" if merge and d in _EXACT_IN_FLOAT64 else d for d in dtypes)
-        groups = tuple(dict.fromkeys(stored))
+        sizes = [math.prod(shape) for shape in shapes]
+        alone = set()
+        for group in set(stored):  # a join of more than JOIN_SELECTS selects loses its largest leaf
+            joined = sorted((k for k, s in enumerate(stored) if s == group), key=lambda k: (-sizes[k], k))
+            while len(joined) > 1 and len(joined) * sum(sizes[k] for k in joined) > JOIN_SELECTS:
+                alone.add(joined.pop(0))
+        groups = tuple(dict.fromkeys(s for k, s in enumerate(stored) if k not in alone))
         fill = dict.fromkeys(groups, 0)
         offsets = []
-        for shape, dtype in zip(shapes, stored):
-            offsets.append(fill[dtype])
-            fill[dtype] += math.prod(shape)
-        return cls(treedef, shapes, dtypes, stored, groups, tuple(offsets), tuple(fill.values()))
+        for k, dtype in enumerate(stored):
+            offsets.append(-1 if k in alone else fill[dtype])
+            fill[dtype] += 0 if k in alone else sizes[k]
+        return cls(treedef, shapes, dtypes, stored, groups, tuple(offsets), tuple(fill.values()), tuple(sorted(alone)))
 
     def pack(self, tree) -> tuple[jax.Array, ...]:
-        """One 1-D buffer per dtype in :attr:`groups`. Works on concrete and traced leaves.
+        """One 1-D buffer per dtype in :attr:`groups`, then each leaf of :attr:`alone` as it is.
+        Works on concrete and traced leaves.
 
         Raises:
             ValueError: ``tree`` does not have this layout.
@@ -89,17 +104,22 @@ class Layout:
         for group in self.groups:
             parts = [
                 jnp.ravel(jnp.asarray(leaf, dtype).astype(group))
-                for leaf, dtype, storage in zip(leaves, self.dtypes, self.stored) if storage == group
+                for leaf, dtype, storage, start in zip(leaves, self.dtypes, self.stored, self.offsets)
+                if storage == group and start >= 0
             ]
             buffers.append(join(parts))
-        return tuple(buffers)
+        return tuple(buffers) + tuple(jnp.asarray(leaves[k], self.dtypes[k]) for k in self.alone)
 
     def unpack(self, buffers) -> Any:
-        """The pytree from the buffers of :meth:`pack`, or from longer ones that start with them:
-        JAX arrays inside ``jax.jit``; NumPy arrays (views where no cast is needed) from NumPy
-        buffers, with no dispatch."""
+        """The pytree from the buffers of :meth:`pack`, or from longer joined ones that start
+        with them: JAX arrays inside ``jax.jit``; NumPy arrays (views where no cast is needed)
+        from NumPy buffers, with no dispatch."""
+        own = dict(zip(self.alone, buffers[len(self.groups) :]))
         leaves = []
-        for shape, dtype, storage, start in zip(self.shapes, self.dtypes, self.stored, self.offsets):
+        for k, (shape, dtype, storage, start) in enumerate(zip(self.shapes, self.dtypes, self.stored, self.offsets)):
+            if k in own:
+                leaves.append(own[k])
+                continue
             leaf = buffers[self.groups.index(storage)][start : start + math.prod(shape)].reshape(shape)
             leaves.append(leaf if dtype == storage else leaf.astype(dtype))
         return jax.tree.unflatten(self.treedef, leaves)
