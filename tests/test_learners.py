@@ -148,6 +148,22 @@ def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(k
                 call()
 
 
+def test_a_float64_state_loads_as_float64_outside_64_bit_mode(tmp_path):
+    """A saved float64 state, loaded outside 64-bit mode (its template made in it), is the saved
+    state bit for bit, float64 (not cast to float32), and a ``Stepper`` steps it as inside."""
+    learner = ResidualLearner(NOMINAL, lam=0.99)
+    traj, _ = _trajectory(6, 12)
+    state, _ = learners.replay(learner, learner.init(jnp.float64), _at(traj, slice(0, 10)))
+    learners.save_state(tmp_path / "state.npz", state, learner)
+    template = learner.init(jnp.float64)
+    with jax.enable_x64(False):
+        loaded = learners.load_state(tmp_path / "state.npz", template, learner)
+        assert all(a.dtype == b.dtype for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(state)))
+        chex.assert_trees_all_equal(loaded, state)
+        outside = learners.Stepper(learner, loaded).step(*_at(traj, 10))
+    chex.assert_trees_all_equal(outside, learners.Stepper(learner, state).step(*_at(traj, 10)))
+
+
 def test_stepper_writes_each_new_state_over_the_last():
     """Each step is given the state's buffers (donated) and writes the new state over them, so
     no step allocates a state; the state a stepper was given stays the caller's."""

@@ -736,7 +736,9 @@ def load_state(path: str | Path, like, learner=None):
     dtypes, its arrays those its checksum was computed from (a file saved before checksums has
     none); with ``learner``, that it was saved for the same kind of learner, robot and options
     (a file saved without its learner's identity is refused); every array is finite and each
-    covariance symmetric positive semi-definite. Loading never executes code.
+    covariance symmetric positive semi-definite. Loading never executes code, and a float64
+    state loads as float64 outside JAX's 64-bit mode too (:class:`Stepper` steps it there; the
+    functional ``step`` asks for the mode).
 
     Raises:
         ValueError: naming the file and what does not match.
@@ -767,14 +769,16 @@ def load_state(path: str | Path, like, learner=None):
     if "checksum" in files and str(loaded["checksum"]) != _checksum(arrays):  # files before it have none
         raise ValueError(f"{path}: the state's arrays do not match the checksum saved with them: an edited or damaged state")
     for i, (old, new) in enumerate(zip(leaves, arrays)):
-        if np.shape(old) != new.shape or jnp.result_type(old) != new.dtype:
+        dtype = old.dtype if hasattr(old, "dtype") else jnp.result_type(old)  # a float64 template's own, even outside x64
+        if np.shape(old) != new.shape or dtype != new.dtype:
             raise ValueError(
                 f"{path}: array {i} is {new.dtype}{list(new.shape)}, expected "
-                f"{jnp.result_type(old)}{list(np.shape(old))}: a state of another learner or robot"
+                f"{dtype}{list(np.shape(old))}: a state of another learner or robot"
             )
         if np.issubdtype(new.dtype, np.floating) and not np.all(np.isfinite(new)):
             raise ValueError(f"{path}: array {i} holds NaN or inf: a damaged state")
-    state = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in arrays])
+    with jax.enable_x64(True):  # a float64 state stays float64 outside 64-bit mode (JAX would cast it)
+        state = jax.tree.unflatten(treedef, [jnp.asarray(a) for a in arrays])
     for P in _covariances(state):
         P = np.asarray(P)
         if not np.array_equal(P, np.swapaxes(P, -1, -2)):
