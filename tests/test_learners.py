@@ -118,13 +118,17 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
         queued.predict(q, qd, qdd[:1])
 
 
-@pytest.mark.parametrize("kind", ["five-feature", "robot"])
+@pytest.mark.parametrize("kind", ["five-feature", "payload", "robot"])
 def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(kind):
     """Outside 64-bit mode, a ``Stepper`` of a float64 state (JAX or NumPy leaves, a wrapper's
     ``.state``) computes in float64 all the same, bit for bit as inside it; the functional
-    ``step``, ``replay`` and ``predict`` refuse a float64 state with a clear error (JAX would
-    compute them in float32)."""
-    learner = ResidualLearner(NOMINAL, lam=0.99) if kind == "five-feature" else RobotLearner(NOMINAL, rate=100.0)
+    ``step``, ``replay``, ``predict`` and the physical estimates refuse a float64 state with a
+    clear error (JAX would compute them in float32)."""
+    from dense_armor import PayloadLearner, payload, robot_learner
+
+    learner = {"five-feature": lambda: ResidualLearner(NOMINAL, lam=0.99), "payload": lambda: PayloadLearner(NOMINAL),
+               "robot": lambda: RobotLearner(NOMINAL, rate=100.0)}[kind]()
+    estimate = {"payload": payload.estimate, "robot": robot_learner.estimate}.get(kind)
     traj, _ = _trajectory(5, 13)
     state = learner.init(jnp.float64)
     inside = learners.Stepper(learner, state)
@@ -143,7 +147,8 @@ def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(k
             chex.assert_trees_all_equal(outside.state, inside.state)
     with jax.enable_x64(False):
         for call in (lambda: learners.step(learner, state, _at(traj, 0)), lambda: learners.replay(learner, state, traj),
-                     lambda: learners.predict(learner, state, *_at(traj, 0)[:3])):
+                     lambda: learners.predict(learner, state, *_at(traj, 0)[:3]),
+                     *([lambda: estimate(learner, state)] if estimate else [])):
             with pytest.raises(ValueError, match="needs JAX's 64-bit mode"):
                 call()
 

@@ -213,7 +213,7 @@ def respond(learner, alarm, detector_state, rls_state: rls.RLSState, countdown, 
     return detector_state, rls_state, countdown, lam
 
 
-def _check_precision(dtype) -> None:
+def check_precision(dtype) -> None:
     """Raise ValueError for a state of a precision JAX is not computing in (a float64 state
     outside 64-bit mode, whose arithmetic would silently fall to float32). At trace time: free
     once compiled."""
@@ -245,7 +245,7 @@ class Learner(eqx.Module):
         whose update overflows (a finite but absurd reading, ``qd^2`` past the dtype's range) is
         rejected by :func:`commit`.
         """
-        _check_precision(dtype)
+        check_precision(dtype)
         _, (tau,) = self.model.check(tau=sample.tau)
         arrays = [jnp.asarray(a, dtype) for a in (sample.q, sample.qd, sample.qdd, tau)]
         valid = finite(*arrays)
@@ -624,7 +624,7 @@ class Stepper:
 @compiler.jit
 def predict(learner: ResidualLearner, state: LearnerState, q, qd, qdd) -> jax.Array:
     """Predicted torque (n,) at one state, without learning."""
-    _check_precision(state.rls.w.dtype)
+    check_precision(state.rls.w.dtype)
     return learner.predict(state, q, qd, qdd)
 
 

@@ -82,7 +82,7 @@ import numpy as np
 from dense_armor import inertial, learners, rls, spatial
 from dense_armor.compiler import full_precision
 from dense_armor.dynamics import body_regressor, rnea
-from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_response, prior_scale
+from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_precision, check_response, prior_scale
 from dense_armor.model import Model
 
 __all__ = [
@@ -451,6 +451,7 @@ def payload_estimate(learner: PayloadLearner, state: PayloadState, threshold=1.0
     Returns:
         A :class:`PayloadEstimate`. Traceable (``jax.jit``, ``jax.vmap`` over states).
     """
+    check_precision(state.rls.w.dtype)
     w, P = state.rls
     dtype = w.dtype
     p = w.shape[-1]

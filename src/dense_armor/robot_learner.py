@@ -639,6 +639,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
             ``threshold`` times the prior's (its posterior variance above ``1 / (1 +
             threshold)`` of its prior variance; default 1: the prior still dominates).
     """
+    learners.check_precision(state.rls.w.dtype)
     w, P = learner.full(*state.rls)
     dtype = w.dtype
     bodies = learner.model.n_bodies
