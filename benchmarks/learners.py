@@ -10,7 +10,7 @@ last also without its payload detector, ``robot --no-payload``), float64:
 - one ``learn_one`` of the documented class (which returns once its step is queued: a round of
   calls is timed up to the end of its last step), and one ``learners.Stepper.step`` (the
   control-loop form, which returns the step's outputs: the learner compiled in, the state packed;
-  a float64 stepper is called inside ``jax.enable_x64``, as a user must), in a fresh process with
+  called inside ``jax.enable_x64``, as the documented classes call it), in a fresh process with
   JAX's defaults: nothing in the
   measuring process touches JAX's configuration. A second column repeats them in a process with
   asynchronous CPU dispatch off (``jax_cpu_enable_async_dispatch = False``), the tuned setting;

@@ -122,8 +122,8 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
 def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(kind):
     """Outside 64-bit mode, a ``Stepper`` of a float64 state (JAX or NumPy leaves, a wrapper's
     ``.state``) computes in float64 all the same, bit for bit as inside it; the functional
-    ``step``, ``replay``, ``predict`` and the physical estimates refuse a float64 state with a
-    clear error (JAX would compute them in float32)."""
+    ``step``, ``replay``, ``predict`` and the physical estimates refuse a float64 state, and
+    ``init`` to make one, with a clear error (JAX would compute them in float32)."""
     from dense_armor import PayloadLearner, payload, robot_learner
 
     learner = {"five-feature": lambda: ResidualLearner(NOMINAL, lam=0.99), "payload": lambda: PayloadLearner(NOMINAL),
@@ -148,7 +148,8 @@ def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(k
     with jax.enable_x64(False):
         for call in (lambda: learners.step(learner, state, _at(traj, 0)), lambda: learners.replay(learner, state, traj),
                      lambda: learners.predict(learner, state, *_at(traj, 0)[:3]),
-                     *([lambda: estimate(learner, state)] if estimate else [])):
+                     *([lambda: estimate(learner, state)] if estimate else []), lambda: learner.init(jnp.float64),
+                     lambda: learners.init(learner, jnp.float64)):
             with pytest.raises(ValueError, match="needs JAX's 64-bit mode"):
                 call()
 

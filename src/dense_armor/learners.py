@@ -213,6 +213,17 @@ def respond(learner, alarm, detector_state, rls_state: rls.RLSState, countdown, 
     return detector_state, rls_state, countdown, lam
 
 
+def state_dtype(dtype=None) -> np.dtype:
+    """The dtype of a new learner state: ``dtype``, by default JAX's default float.
+
+    Raises:
+        ValueError: float64 outside JAX's 64-bit mode (:func:`check_precision`).
+    """
+    dtype = jnp.dtype(dtype or jnp.result_type(float))
+    check_precision(dtype)
+    return dtype
+
+
 def check_precision(dtype) -> None:
     """Raise ValueError for a state of a precision JAX is not computing in (a float64 state
     outside 64-bit mode, whose arithmetic would silently fall to float32). At trace time: free
@@ -300,7 +311,7 @@ class ResidualLearner(Learner):
 
     def init(self, dtype=None) -> LearnerState:
         """The initial state: ``w = 0``, ``P = delta I`` for every joint."""
-        dtype = jnp.dtype(dtype or jnp.result_type(float))
+        dtype = state_dtype(dtype)
         zero = jnp.zeros((), jnp.int32)
         return LearnerState(
             rls=rls.init(len(FEATURE_NAMES), prior_scale(self.delta, dtype), batch_shape=(self.model.n,), dtype=dtype),

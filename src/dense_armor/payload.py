@@ -82,7 +82,8 @@ import numpy as np
 from dense_armor import inertial, learners, rls, spatial
 from dense_armor.compiler import full_precision
 from dense_armor.dynamics import body_regressor, rnea
-from dense_armor.learners import Learner, Prepared, StepOutput, check_hyperparameters, check_precision, check_response, prior_scale
+from dense_armor.learners import (Learner, Prepared, StepOutput, check_hyperparameters, check_precision, check_response, prior_scale,
+                                  state_dtype)
 from dense_armor.model import Model
 
 __all__ = [
@@ -265,7 +266,7 @@ class PayloadLearner(Learner):
 
     def init(self, dtype=None) -> PayloadState:
         """The initial state: ``w = 0``, ``P = delta I``, no noise estimate yet."""
-        dtype = jnp.dtype(dtype or jnp.result_type(float))
+        dtype = state_dtype(dtype)
         delta = prior_scale(self.delta, dtype)
         zero = jnp.zeros((), jnp.int32)
         fzero = jnp.zeros((), dtype)

@@ -391,7 +391,7 @@ class RobotLearner(Learner):
 
     def init(self, dtype=None) -> RobotState:
         """The prior: ``w = 0`` (the URDF), ``P = diag(std^2)``; the prior's noise level."""
-        dtype = jnp.dtype(dtype or jnp.result_type(float))
+        dtype = learners.state_dtype(dtype)
         n, zero = self.model.n, jnp.zeros((), jnp.int32)
         std = jnp.asarray(self.std, dtype)[np.asarray(self.learned)]
         fzero, bands = jnp.zeros(n, dtype), (n, len(SPEED_BANDS) + 1)
