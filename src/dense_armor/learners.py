@@ -508,7 +508,7 @@ class Stepper:
         self.learner = learner
         self._layout = layout = Layout.of(state)
         self._dtype = np.dtype(state.rls.w.dtype)
-        self._wide = any(np.dtype(dtype).itemsize == 8 for dtype in layout.dtypes)  # needs 64-bit mode
+        self._wide = not {"float64", "int64", "uint64", "complex128"}.isdisjoint(layout.dtypes)  # needs 64-bit mode
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
         self._n = n = learner.model.n
 

@@ -77,7 +77,7 @@ class Layout:
         stored = tuple("float64" if merge and d in _EXACT_IN_FLOAT64 else d for d in dtypes)
         sizes = [math.prod(shape) for shape in shapes]
         alone = set()
-        for group in set(stored):  # a join of more than JOIN_SELECTS selects loses its largest leaf
+        for group in dict.fromkeys(stored):  # a join of more than JOIN_SELECTS selects loses its largest leaf
             joined = sorted((k for k, s in enumerate(stored) if s == group), key=lambda k: (-sizes[k], k))
             while len(joined) > 1 and len(joined) * sum(sizes[k] for k in joined) > JOIN_SELECTS:
                 alone.add(joined.pop(0))
