@@ -14,7 +14,9 @@ its two fingers, 9 joints), float64:
   compilation cache);
 * the cost against the number of bodies: serial chains of 8, 16, 32 and 64 random revolute
   joints (``common.serial_chain``), one call of ``rnea``, ``crba`` and ``aba`` and its compile
-  time, beside Pinocchio's on the same chains.
+  time, beside Pinocchio's on the same chains;
+* one call of each method of the design document's ``RigidBodyModel`` (NumPy in and out), in a
+  process with JAX's defaults, beside Pinocchio's same function.
 
 Single calls are measured twice, in two child processes: with JAX's asynchronous CPU dispatch
 (the default) and without (``jax_cpu_enable_async_dispatch = False``). The model is put on the
@@ -64,6 +66,12 @@ constants into the graph and split it into about 60 kernels, 4 us a state.)
 Medians on a shared 2-core machine; between runs the sub-microsecond and single-call figures
 move by up to 2x with the load of other processes; single calls are timed in interleaved rounds
 (the floors, the four functions and Pinocchio's, in turn), so their ratios hold within a run.
+With asynchronous dispatch (JAX's default) a program that XLA:CPU's cost model does not find
+trivial runs on a thread of XLA's, and a caller that blocks on its result (`block_until_ready`, as
+the async column does) is put to sleep and woken: the async column's larger figures. The design
+document's `RigidBodyModel` (its own table) polls for the result instead (`dense_armor.host.fetch`;
+until 2026-12-07 it blocked: Panda's `forward_dynamics` took 61-63 us a call against 27-31,
+`docs/design.md`, "A step from a Python loop").
 
 What the code does (see `docs/design.md`, "Tree walks"). XLA:CPU's fusion decisions matter
 more than the arithmetic: on trees of up to 12 bodies `rnea`, `nonlinear_effects` and
@@ -94,6 +102,7 @@ PIN_NAMES = {
     "aba": "aba",
     "generalized_gravity": "computeGeneralizedGravity",
     "joint_torque_regressor": "computeJointTorqueRegressor",
+    "nonlinear_effects": "nonLinearEffects",
 }
 SCANNED = ("rnea", "crba", "aba")
 
@@ -201,6 +210,54 @@ def measure(robot_names: list[str], async_dispatch: bool, full: bool) -> dict:
         r["pin_vmap"] = median_us(pin_batch, repeats=5, warmup=1)
         results[name] = r
     return results
+
+
+#: The design document's RigidBodyModel methods: the functional function each calls, and its arguments.
+METHODS = {
+    "mass_matrix": ("crba", ("q",)),
+    "bias_forces": ("nonlinear_effects", ("q", "qd")),
+    "gravity_forces": ("generalized_gravity", ("q",)),
+    "inverse_dynamics": ("rnea", ("q", "qd", "qdd")),
+    "forward_dynamics": ("aba", ("q", "qd", "qdd")),
+    "regressor": ("joint_torque_regressor", ("q", "qd", "qdd")),
+}
+
+
+def classes(robot_names: list[str]) -> dict:
+    """One child process with JAX's defaults (asynchronous dispatch, 64-bit mode off: the class
+    enters it for its own calls): one call of each :data:`METHODS` method of the design
+    document's ``RigidBodyModel``, NumPy in and out, beside Pinocchio's same function and the
+    dispatch floor, in interleaved rounds."""
+    import jax
+    import pinocchio as pin
+
+    from dense_armor.dynamics.urdf_dynamics import RigidBodyModel
+
+    results = {}
+    floor = jax.jit(lambda x: x + 1)
+    for name in robot_names:
+        xml = all_robots()[name]
+        model = RigidBodyModel(xml)
+        state = dict(zip(("q", "qd", "qdd"), (x[0] for x in _states(model.n, 1))))
+        pm, pdata, pin_args = _pinocchio(xml, model.n, *state.values())
+        pin_args["nonlinear_effects"] = pin_args["rnea"][:2]
+        x = jax.numpy.asarray(state["q"])
+        calls = {"floor": lambda: jax.block_until_ready(floor(x))}
+        for method, (fn, names) in METHODS.items():
+            calls[method] = lambda f=getattr(model, method), a=[state[k] for k in names]: f(*a)
+            calls[f"pin_{method}"] = lambda f=getattr(pin, PIN_NAMES[fn]), a=pin_args[fn]: f(pm, pdata, *a)
+        results[name] = interleaved_us(calls, rounds=15, per_round=100)
+    return results
+
+
+def render_classes(r: dict) -> str:
+    rows = [[name, f"`{method}` (`{fn}`)", fmt(x[f"pin_{method}"], 2), fmt(x[method]), fmt(x[method] / x[f"pin_{method}"], 1),
+             fmt(x[method] / x["floor"], 2)]
+            for name, x in r.items() for method, (fn, _) in METHODS.items()]
+    return ("The design document's `RigidBodyModel` (NumPy in, float64 NumPy out), one call from Python with JAX's "
+            "defaults (asynchronous dispatch; the class enters 64-bit mode for its own calls), median us, against "
+            "the dispatch floor measured the same way:\n\n" + table(
+                ["robot", "method (function)", "Pinocchio", "RigidBodyModel", "x Pinocchio", "x floor"], rows))
 
 
 CHAINS = (8, 16, 32, 64)
@@ -352,12 +409,18 @@ def main() -> None:
     parser.add_argument("--calls-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--async-dispatch", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     parser.add_argument("--scaling", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--classes", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--against", metavar="REVISION", nargs="?", const=ARCHITECTURE_MAIN,
                         help="measure this checkout side by side with a git revision instead (default: the main of the "
                              "architecture issue; its own docs section)")
     args = parser.parse_args()
     if args.child:
-        measured = scaling(args.async_dispatch == "on") if args.scaling else measure(args.robots, args.async_dispatch == "on", not args.calls_only)
+        if args.classes:
+            measured = classes(args.robots)
+        elif args.scaling:
+            measured = scaling(args.async_dispatch == "on")
+        else:
+            measured = measure(args.robots, args.async_dispatch == "on", not args.calls_only)
         print(json.dumps(measured))
         return
     start = time.perf_counter()
@@ -369,10 +432,11 @@ def main() -> None:
             command = f"PYTHONPATH=src python benchmarks/dynamics.py --against {args.against}"
             write_section(AGAINST_HEADING, body, command)
         return
+    methods = in_child(__file__, "--classes", "--robots", *args.robots)
     sync = child(args.robots, async_dispatch=False, full=True)
     asyn = child(args.robots, async_dispatch=True, full=False)
     chains = {int(n): x for n, x in in_child(__file__, "--scaling", "--async-dispatch", "off").items()}
-    body = render(sync, asyn) + "\n\n" + render_scaling(chains)
+    body = render(sync, asyn) + "\n\n" + render_classes(methods) + "\n\n" + render_scaling(chains)
     print(body)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if not args.no_docs:

@@ -49,7 +49,6 @@ import hashlib
 import json
 import math
 import threading
-import time
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
@@ -62,6 +61,7 @@ from dense_armor import compiler, rls
 from dense_armor.compiler import dot_last, full_precision, join, materialize
 from dense_armor.drift import CUSUM, Hampel, Innovation
 from dense_armor.dynamics import generalized_gravity, rnea
+from dense_armor.host import fetch
 from dense_armor.model import Model
 from dense_armor.packing import Layout
 
@@ -457,20 +457,6 @@ def _report_parts(output: StepOutput) -> list:
     return [output.prediction, output.error, output.nominal, flags, *extra]
 
 
-#: s a :class:`Stepper` polls for a result before it blocks on it.
-SPIN = 1e-3
-
-
-def _wait(x: jax.Array) -> np.ndarray:
-    """``x`` as NumPy, once computed: polled for up to :data:`SPIN` seconds, then waited for. A
-    step takes tens of microseconds, and a blocked thread that the result wakes loses as much
-    again to the scheduler (on a busy 2-core machine, often more)."""
-    deadline = time.perf_counter() + SPIN
-    while not x.is_ready() and time.perf_counter() < deadline:
-        pass
-    return np.asarray(x)
-
-
 class Stepper:
     """A learner and its state, stepped from a Python control loop at the least dispatch cost.
 
@@ -585,7 +571,7 @@ class Stepper:
         queued steps."""
         sample = self._sample(q, qd, qdd)
         with self._lock, self._precision():
-            return _wait(self._predict(self._buffers, sample))
+            return fetch(self._predict(self._buffers, sample))
 
     def _sample(self, *arrays) -> np.ndarray:
         """The arrays, each (n,), as one new array of the state's dtype (a new one every call:
@@ -610,7 +596,7 @@ class Stepper:
 
     def _output(self) -> StepOutput:
         if self._last is None:
-            out = _wait(self._report)
+            out = fetch(self._report)
             n = self._n
             a, b, c = n, 2 * n, 3 * n
             self._last = StepOutput(out[:a], out[a:b], out[b:c], out[c] != 0, out[c + 1] != 0, self._unflatten_extra(out[c + 2 :]))

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from dense_armor import dynamics
+from dense_armor.host import fetch
 from dense_armor.model import Model
 from dense_armor.urdf import DEFAULT_GRAVITY, parse_urdf
 
@@ -37,17 +38,6 @@ def as_float64(value, name: str, n: int | None = None):
     if n is not None and value.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},) for the {n} joints, got {tuple(value.shape)}")
     return value
-
-
-def to_numpy(value):
-    """A result (an array or a tuple of them) as float64 NumPy, so arithmetic outside the 64-bit
-    scope stays float64.
-
-    A tracer (``jax.jit`` around a method) is returned as is.
-    """
-    if isinstance(value, tuple):
-        return tuple(map(to_numpy, value))
-    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
 
 
 class RigidBodyModel:
@@ -81,7 +71,9 @@ class RigidBodyModel:
         # between two jitted calls costs several times what it costs alone
         model = self.model
         with jax.enable_x64(True):
-            return to_numpy(fn(model, *[as_float64(v, k, model.n) for k, v in arrays.items()], *args))
+            # read without putting the caller to sleep; float64 NumPy, so arithmetic outside the
+            # 64-bit scope stays float64 (a tracer, under jax.jit around a method, as it is)
+            return fetch(fn(model, *[as_float64(v, k, model.n) for k, v in arrays.items()], *args))
 
     def mass_matrix(self, q):
         """``M(q)`` (n, n)."""

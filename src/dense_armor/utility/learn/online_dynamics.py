@@ -22,6 +22,7 @@ import numpy as np
 
 from dense_armor import learners, payload, rls, robot_learner
 from dense_armor.drift import CUSUM, Hampel, Innovation
+from dense_armor.host import fetch
 from dense_armor.learners import ResidualLearner, Sample, StepOutput
 from dense_armor.model import Model
 from dense_armor.robots import write_minimal_urdf
@@ -125,7 +126,7 @@ class RecursiveLeastSquares(Regressor):
             if self.state is None:
                 self.state = rls.init(len(self._keys), self.delta, dtype=jnp.float64)
             self.state, ok = _rls_learn(self.state, vec, np.float64(y), self.lam)
-            self.rejected += not bool(ok)
+            self.rejected += not bool(fetch(ok))
         return self
 
     def predict_one(self, x: Mapping[str, float]) -> float:
@@ -134,7 +135,7 @@ class RecursiveLeastSquares(Regressor):
             if self.state is None:
                 return 0.0
             with jax.enable_x64(True):
-                return float(_rls_predict(self.state, vec))
+                return float(fetch(_rls_predict(self.state, vec)))
 
     @property
     def _w(self) -> Optional[np.ndarray]:
