@@ -70,7 +70,7 @@ With asynchronous dispatch (JAX's default) a program that XLA:CPU's cost model d
 trivial runs on a thread of XLA's, and a caller that blocks on its result (`block_until_ready`, as
 the async column does) is put to sleep and woken: the async column's larger figures. The design
 document's `RigidBodyModel` (its own table) polls for the result instead (`dense_armor.host.fetch`;
-until 2026-12-07 it blocked: Panda's `forward_dynamics` took 61-63 us a call against 27-31,
+until 2026-12-07 it blocked: Panda's `forward_dynamics` took 61-63 us a call against 27-32,
 `docs/design.md`, "A step from a Python loop").
 
 What the code does (see `docs/design.md`, "Tree walks"). XLA:CPU's fusion decisions matter
