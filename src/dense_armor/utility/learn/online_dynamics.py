@@ -39,7 +39,15 @@ __all__ = [
     "write_minimal_urdf",
 ]
 
-_rls_learn = jax.jit(rls.update_if_finite)
+
+@jax.jit
+def _rls_learn(state, x, y, lam, rejected):
+    """:func:`~dense_armor.rls.update_if_finite`, the rejected samples counted on the device (so
+    that ``learn_one`` need not wait for the step)."""
+    state, ok = rls.update_if_finite(state, x, y, lam)
+    return state, rejected + (~ok).astype(rejected.dtype)
+
+
 _rls_predict = jax.jit(rls.predict)
 _detector_step = jax.jit(lambda detector, state, z: detector.step(state, z, True))
 
@@ -102,7 +110,7 @@ class RecursiveLeastSquares(Regressor):
         self.feature_keys = feature_keys
         self._keys: Optional[list] = None if feature_keys is None else list(feature_keys)
         self.state: Optional[rls.RLSState] = None
-        self.rejected = 0
+        self._rejected = np.zeros((), np.int32)
 
     def _vector(self, x: Mapping[str, float]) -> tuple[np.ndarray, list]:
         """The features as a vector, and the keys (checked before anything changes)."""
@@ -125,9 +133,14 @@ class RecursiveLeastSquares(Regressor):
             self._keys = keys
             if self.state is None:
                 self.state = rls.init(len(self._keys), self.delta, dtype=jnp.float64)
-            self.state, ok = _rls_learn(self.state, vec, np.float64(y), self.lam)
-            self.rejected += not bool(fetch(ok))
+            self.state, self._rejected = _rls_learn(self.state, vec, np.float64(y), self.lam, self._rejected)
         return self
+
+    @property
+    def rejected(self) -> int:
+        """Samples skipped: a NaN or inf, or an update that would not be finite."""
+        with self._lock:
+            return int(fetch(self._rejected))
 
     def predict_one(self, x: Mapping[str, float]) -> float:
         with self._lock:
