@@ -69,7 +69,7 @@ def replay(urdf, bag, learner, folder, cache: str = "") -> dict:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, check=True, env=env)
     total = time.perf_counter() - started
-    line = re.search(r"\(([\d.]+) s, [\d,]+ samples/s; compiling ([\d.]+) s of it\)", done.stdout)
+    line = re.search(r"\(([\d.]+) s, compiling ([\d.]+) s of it; [\d,]+ samples/s after it\)", done.stdout)
     samples = int(re.search(r": (\d+) samples", done.stdout).group(1))
     peak = re.search(r"PEAK_MB ([\d.]+) ELAPSED ([\d.]+)", done.stdout)
     replay_s, compile_s = float(line.group(1)), float(line.group(2))
