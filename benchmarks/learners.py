@@ -12,7 +12,9 @@ last also without its payload detector, ``robot --no-payload``), float64:
   control-loop form, which returns the step's outputs: the learner compiled in, the state packed;
   called inside ``jax.enable_x64``, as the documented classes call it), in a fresh process with
   JAX's defaults: nothing in the
-  measuring process touches JAX's configuration. A second column repeats them in a process with
+  measuring process touches JAX's configuration. And a control loop's tick (learn the measured
+  sample, then predict at a reference state): ``Stepper.tick`` (one call) against
+  ``Stepper.learn`` then ``Stepper.predict``, and the NumPy reference's step then prediction. A second column repeats them in a process with
   asynchronous CPU dispatch off (``jax_cpu_enable_async_dispatch = False``), the tuned setting;
 - the same work in NumPy on top of Pinocchio: ``pin.rnea`` and ``pin.computeGeneralizedGravity``
   with one RLS per joint (five-feature; plus a Hampel window of the same length for the
@@ -82,11 +84,18 @@ class NumpyFiveFeature:
         # the drift-aware learner's Hampel trigger: a window of the last 2 radius + 1 errors
         self.window = None if hampel is None else np.zeros((n, 2 * hampel + 1))
 
-    def step(self, q, qd, qdd, tau):
+    def features(self, q, qd, qdd):
         pin = self.pin
         nominal = pin.rnea(self.model, self.data, q, qd, qdd)
         g = pin.computeGeneralizedGravity(self.model, self.data, q)
-        x = np.stack([qdd, qd, np.sign(qd), g, np.ones_like(q)], axis=1)
+        return np.stack([qdd, qd, np.sign(qd), g, np.ones_like(q)], axis=1), nominal
+
+    def predict(self, q, qd, qdd):
+        x, nominal = self.features(q, qd, qdd)
+        return nominal + np.einsum("jk,jk->j", x, self.w)
+
+    def step(self, q, qd, qdd, tau):
+        x, nominal = self.features(q, qd, qdd)
         prediction = nominal + np.einsum("jk,jk->j", x, self.w)
         e = tau - prediction
         Px = np.einsum("jab,jb->ja", self.P, x)
@@ -121,7 +130,7 @@ class NumpyShared:
         p = 10 + 3 * n if body is not None else len(self.learned)
         self.w, self.P = np.zeros(p), delta * np.eye(p)
 
-    def step(self, q, qd, qdd, tau):
+    def features(self, q, qd, qdd):
         pin, n = self.pin, self.n
         Y = pin.computeJointTorqueRegressor(self.model, self.data, q, qd, qdd)
         nominal = pin.rnea(self.model, self.data, q, qd, qdd)
@@ -129,6 +138,15 @@ class NumpyShared:
             X = np.concatenate([Y[:, 10 * self.body : 10 * self.body + 10], np.diag(qd), np.diag(np.sign(qd)), np.eye(n)], 1)
         else:
             X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(np.tanh(qd / self.width)), np.eye(n)], 1)[:, self.learned]
+        return X, nominal
+
+    def predict(self, q, qd, qdd):
+        X, nominal = self.features(q, qd, qdd)
+        return nominal + X @ self.w
+
+    def step(self, q, qd, qdd, tau):
+        n = self.n
+        X, nominal = self.features(q, qd, qdd)
         prediction = nominal + X @ self.w
         e = tau - prediction
         XP = X @ self.P
@@ -216,10 +234,27 @@ def measure_calls(quick: bool) -> dict:
                 with jax.enable_x64(True):
                     stepper.step(*sample())
 
+            # a control loop's tick: learn the measured sample, then the torque at the reference
+            def numpy_tick():
+                numpy.step(*sample())
+                numpy.predict(*sample()[:3])
+
+            def learn_predict():
+                with jax.enable_x64(True):
+                    stepper.learn(*sample())
+                    stepper.predict(*sample()[:3])
+
+            def tick():
+                with jax.enable_x64(True):
+                    stepper.tick(*sample(), *sample()[:3])
+
             r |= interleaved_us({
                 "numpy": lambda: numpy.step(*sample()),
                 "learn_one": lambda: learner.learn_one(*sample()),
                 "stepper": stepped,
+                "numpy_tick": numpy_tick,
+                "learn_predict": learn_predict,
+                "tick": tick,
             }, rounds=3 if quick else 15, per_round=50 if quick else 200, finish={"learn_one": lambda: learner.last})
             results[f"{name}/{kind}"] = r
     return results
@@ -423,6 +458,14 @@ def main(argv=None):
                          f"{d['stepper']:.1f}", f"{d['stepper'] / d['numpy']:.2f}x", f"{t['learn_one'] / t['numpy']:.2f}x",
                          f"{t['stepper'] / t['numpy']:.2f}x", f"{replays[f'{name}/{kind}']:.2f}",
                          f"{replays_plain[f'{name}/{kind}']:.2f}", f"{d['compile']:.1f}"])
+    tick_header = ["robot", "learner", "NumPy + Pinocchio (us)", "Stepper.learn + Stepper.predict (us)",
+                   "Stepper.tick (us)", "tick / NumPy", "tick / (learn + predict)"]
+    tick_rows = []
+    for name in ROBOTS:
+        for kind in KINDS:
+            d = default[f"{name}/{kind}"]
+            tick_rows.append([name, kind, f"{d['numpy_tick']:.1f}", f"{d['learn_predict']:.1f}", f"{d['tick']:.1f}",
+                              f"{d['tick'] / d['numpy_tick']:.2f}x", f"{d['tick'] / d['learn_predict']:.2f}x"])
     five = batches["five-feature"]
     defaults = (f"with JAX's defaults, {PROBE[0]} x {PROBE[1]} did not finish in {PROBE_TIMEOUT:.0f} s (XLA:CPU's "
                 "concurrency-optimised scheduler hangs on it: every thread waiting, no CPU used)" if probe is None else
@@ -462,7 +505,12 @@ def main(argv=None):
         "call inside `jax.jit(lambda *a: learners.replay(*a))`, whose options (JAX's defaults) hold; "
         "`jax.jit(..., compiler_options=dense_armor.compiler.OPTIONS)` makes it the first.\n\n"
         "Targets (the speed issue): `learn_one` <= 1.0x NumPy + Pinocchio, the `Stepper` <= 0.5x, the "
-        "whole-robot learner's step in `lax.scan` <= 20 us a sample on Panda."
+        "whole-robot learner's step in `lax.scan` <= 20 us a sample on Panda.\n\n"
+        "A control loop's tick, in the same processes and rounds (JAX's defaults): learn the measured sample, then "
+        "the learner's torque at the reference state (the feed-forward command; each a sample of the same log), "
+        "median us. `Stepper.tick` does both in one call; without it, `Stepper.learn` then `Stepper.predict` (two "
+        "calls); the NumPy + Pinocchio reference does its step, then its prediction at the reference.\n\n"
+        + table(tick_header, tick_rows)
     )
     print(body)
     if not args.quick:

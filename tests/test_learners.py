@@ -118,6 +118,40 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
         queued.predict(q, qd, qdd[:1])
 
 
+@pytest.mark.parametrize("kind", ["drift-aware", "payload", "robot"])
+def test_stepper_tick_is_a_step_then_a_prediction_at_the_reference(kind):
+    """A control loop's ``tick`` learns the measured sample and returns the learner's torque at
+    the reference state: the same numbers as ``step`` then ``predict`` (a NaN sample and a drift
+    alarm on the way), ``last`` the step's outputs; a queued ``learn`` comes first, and a wrong
+    reference is refused by name."""
+    from dense_armor import PayloadLearner
+
+    learner = {"drift-aware": _innovation_learner, "payload": lambda: PayloadLearner(NOMINAL),
+               "robot": lambda: RobotLearner(NOMINAL, rate=100.0)}[kind]()
+    traj, _ = drift_batch([2], length=230)
+    traj = _at(_at(traj, 0), slice(120, 230))  # the robot changes at 200
+    tau = traj.tau.copy()
+    tau[30, 1] = np.nan
+    traj = traj._replace(tau=tau)
+    ticked = learners.Stepper(learner, learner.init(jnp.float64))
+    stepped = learners.Stepper(learner, learner.init(jnp.float64))
+    ticked.learn(*_at(traj, 0))
+    stepped.step(*_at(traj, 0))
+    for t in range(1, 109):
+        reference = _at(traj, t + 1)[:3]
+        command = ticked.tick(*_at(traj, t), *reference)
+        out = stepped.step(*_at(traj, t))
+        chex.assert_trees_all_close(command, stepped.predict(*reference), rtol=1e-12, atol=1e-12)
+        chex.assert_trees_all_close(ticked.last, out, rtol=1e-12, atol=1e-12)
+    chex.assert_trees_all_close(ticked.state, stepped.state, rtol=1e-12, atol=1e-12)
+    assert int(ticked.state.rejected) == 1 and int(ticked.state.count) == 108
+    if kind == "drift-aware":
+        assert int(ticked.state.alarms) >= 1
+    with pytest.raises(ValueError, match=r"qd_ref: expected shape \(2,\)"):
+        ticked.tick(*_at(traj, 109), reference[0], reference[1][:1], reference[2])
+    assert int(ticked.state.count) == 108
+
+
 @pytest.mark.parametrize("kind", ["five-feature", "payload", "robot"])
 def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(kind):
     """Outside 64-bit mode, a ``Stepper`` of a float64 state (JAX or NumPy leaves, a wrapper's

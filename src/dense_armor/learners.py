@@ -473,7 +473,9 @@ class Stepper:
     :meth:`step` waits for the step and returns its outputs; :meth:`learn` only queues it (JAX's
     asynchronous dispatch) and returns at once, so that steps run on XLA's thread while the
     caller goes on; the next step, :meth:`predict`, :attr:`last` or :attr:`state` wait for it.
-    Same arithmetic as :func:`step`; each stepper compiles once, on its first step. A stepper
+    :meth:`tick` is a control loop's tick in one call: the step of the measured sample, then the
+    learner's torque at the reference state (the feed-forward command). Same arithmetic as
+    :func:`step` and :func:`predict`; each program compiles once, on its first call. A stepper
     of a float64 state computes in float64 wherever it is called: it enters
     ``jax.enable_x64`` for its own calls when the caller is not in 64-bit mode.
 
@@ -487,6 +489,7 @@ class Stepper:
         stepper = Stepper(learner, learner.init())
         out = stepper.step(q, qd, qdd, tau)   # a StepOutput of NumPy values
         stepper.learn(q, qd, qdd, tau)         # queued; stepper.last is its StepOutput
+        feedforward = stepper.tick(q, qd, qdd, tau, q_ref, qd_ref, qdd_ref)  # learn, then (n,) at the reference
         stepper.state                          # a copy of the state pytree, NumPy leaves
     """
 
@@ -498,17 +501,25 @@ class Stepper:
         # Cached: on this path an equinox attribute lookup (learner.model.n) costs microseconds.
         self._n = n = learner.model.n
 
+        def arrays(sample, first, count):  # (n,) each, from the arrays joined by _sample
+            return [sample[k * n : (k + 1) * n] for k in range(first, first + count)]
+
         def packed_step(buffers, sample):
-            q, qd, qdd, tau = (sample[k * n : (k + 1) * n] for k in range(4))
-            state, output = learner.step(layout.unpack(buffers), Sample(q, qd, qdd, tau))
+            state, output = learner.step(layout.unpack(buffers), Sample(*arrays(sample, 0, 4)))
             return tuple(layout.pack(state)), join(_report_parts(output))
 
+        def packed_tick(buffers, sample):
+            state, output = learner.step(layout.unpack(buffers), Sample(*arrays(sample, 0, 4)))
+            command = learner.predict(state, *arrays(sample, 4, 3))  # at the reference, after learning
+            return tuple(layout.pack(state)), join([command, *_report_parts(output)])
+
         def packed_predict(buffers, sample):
-            return learner.predict(layout.unpack(buffers), *(sample[k * n : (k + 1) * n] for k in range(3)))
+            return learner.predict(layout.unpack(buffers), *arrays(sample, 0, 3))
 
         # each step writes the new state over the old (donated buffers): no allocation, and a wide
         # step (the payload learner's) stays on XLA:CPU's calling thread (docs/design.md)
         self._step = compiler.jit(packed_step, nested=False, donate_argnums=0)
+        self._tick = compiler.jit(packed_tick, nested=False, donate_argnums=0)
         self._predict = compiler.jit(packed_predict, nested=False)
         self._extra = None  # the extra output's structure and shapes, traced at the first step
         self._lock = threading.Lock()  # one step at a time: each reads the state the last wrote
@@ -548,6 +559,18 @@ class Stepper:
         with self._lock, self._precision():
             self._queue(sample)
 
+    def tick(self, q, qd, qdd, tau, q_ref, qd_ref, qdd_ref) -> np.ndarray:
+        """One tick of a control loop in one call: :meth:`step` on the measured sample (each
+        (n,)), then the learner's torque (n,) at the reference state ``(q_ref, qd_ref, qdd_ref)``
+        (what :meth:`predict` would then return: the feed-forward command), as NumPy. The step's
+        outputs are :attr:`last`. One dispatch where :meth:`learn` and :meth:`predict` take two."""
+        sample = self._sample(q, qd, qdd, tau, q_ref, qd_ref, qdd_ref)
+        with self._lock, self._precision():
+            self._buffers, out = self._tick(self._buffers, sample)
+            out = fetch(out)
+            self._report, self._last = out[self._n :], None  # read by _output as it is
+            return out[: self._n]
+
     def replay(self, trajectory: Sample) -> StepOutput:
         """:func:`replay` of a trajectory (each field (T, n)) from the current state, in one
         ``lax.scan``: as :meth:`learn` sample by sample. Returns the per-sample outputs (NumPy,
@@ -584,10 +607,11 @@ class Stepper:
         except (ValueError, TypeError):
             shaped = False
         if not shaped:
-            for name, x in zip(Sample._fields, arrays):
+            names = (*Sample._fields, "q_ref", "qd_ref", "qdd_ref")
+            for name, x in zip(names, arrays):
                 if np.shape(x) != (n,):
                     raise ValueError(f"{name}: expected shape ({n},) for the {n} joints, got {np.shape(x)}")
-            raise ValueError(f"{', '.join(Sample._fields[: len(arrays)])}: expected real numbers, castable to {self._dtype.name}")
+            raise ValueError(f"{', '.join(names[: len(arrays)])}: expected real numbers, castable to {self._dtype.name}")
         return sample
 
     def _queue(self, sample) -> None:
