@@ -118,7 +118,7 @@ def test_stepper_learn_queues_the_same_steps_and_predicts_after_them():
         queued.predict(q, qd, qdd[:1])
 
 
-@pytest.mark.parametrize("kind", ["drift-aware", "payload", "robot"])
+@pytest.mark.parametrize("kind", ["drift-aware", "payload", pytest.param("robot", marks=pytest.mark.slow)])
 def test_stepper_tick_is_a_step_then_a_prediction_at_the_reference(kind):
     """A control loop's ``tick`` learns the measured sample and returns the learner's torque at
     the reference state: the same numbers as ``step`` then ``predict`` (a NaN sample and a drift

@@ -19,7 +19,7 @@ from dense_armor.learners import Sample
 from dense_armor.model import lock_joints
 from dense_armor.payload_change import BLOCK, BLOCK_MEMORY, HELD, ONSET_SPACING, ONSETS, WINDOWS, PayloadDetector, payload_std
 from dense_armor import robot_learner
-from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, invisible, robot_estimate
+from dense_armor.robot_learner import JOINT_TERMS, SPEED_BANDS, Prior, RobotLearner, invisible
 from dense_armor.robots import minimal_urdf
 from dense_armor.urdf import URDFWarning, with_inertials
 from mujoco_robot import moves_within  # noqa: E402  (benchmarks/, on the path through conftest.py)
@@ -143,7 +143,7 @@ def test_it_learns_rotor_inertia_friction_and_a_payload_and_predicts_better_than
     urdf = np.sqrt(np.mean((tau - np.asarray(out.nominal))[late] ** 2))
     mine = np.sqrt(np.mean(np.asarray(out.error)[late] ** 2))
     assert mine < 0.05 * urdf and mine < 0.03
-    est = robot_estimate(learner, state)
+    est = robot_learner.estimate(learner, state)
     np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.02)
     np.testing.assert_allclose(est.coulomb, [0.4, 0.2], atol=0.02)
     np.testing.assert_allclose(est.noise_std, 0.02, rtol=0.3)
@@ -157,11 +157,11 @@ def test_a_model_armature_is_the_prior_mean_of_the_learned_armature():
     tau = _real_torque(VERTICAL, q, qd, qdd)  # armature (0.05, 0.02)
     learner = RobotLearner(model, rate=100.0, detector=None)
     state = learner.init(jnp.float64)
-    np.testing.assert_allclose(robot_estimate(learner, state).armature, [0.03, 0.01])
+    np.testing.assert_allclose(robot_learner.estimate(learner, state).armature, [0.03, 0.01])
     np.testing.assert_allclose(learner.features(q[0], qd[0], qdd[0], jnp.float64)[1], rnea(model, q[0], qd[0], qdd[0]), rtol=1e-12)
     state, _ = learners.replay(learner, state, Sample(q, qd, qdd, tau))
     # joint1's armature and link1's I_zz are one term of M (the base's joint): only joint2's is identifiable
-    np.testing.assert_allclose(robot_estimate(learner, state).armature[1], 0.02, atol=0.002)
+    np.testing.assert_allclose(robot_learner.estimate(learner, state).armature[1], 0.02, atol=0.002)
 
 
 @pytest.mark.slow
@@ -184,7 +184,7 @@ def test_unexcited_directions_stay_exactly_at_the_prior():
     w, P = (np.asarray(a) for a in state.rls)
     np.testing.assert_allclose(null @ (w / D), 0.0, atol=1e-10)
     np.testing.assert_allclose(null @ (P / np.outer(D, D)) @ null.T, np.eye(len(null)), atol=1e-8)
-    est = robot_estimate(learner, state)
+    est = robot_learner.estimate(learner, state)
     assert bool(est.mass_unexcited[0])  # link1's mass: the planar arm cannot tell it
     assert not bool(est.viscous_unexcited[0])
 
@@ -195,7 +195,7 @@ def test_the_report_is_physically_consistent():
     tau = _real_torque(VERTICAL, q, qd, qdd, payload=0.8) + 0.5 * rng.standard_normal(q.shape)  # noisy
     learner = RobotLearner(VERTICAL, Prior(relative=2.0), rate=100.0, detector=None)  # a loose prior
     state, _ = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
-    est = robot_estimate(learner, state)
+    est = robot_learner.estimate(learner, state)
     for k in range(2):
         assert inertial.inconsistency(np.asarray(est.parameters[k])) < 1e-10
         assert float(est.mass[k]) >= 0
@@ -254,7 +254,7 @@ def test_a_payload_picked_up_is_detected_and_measured_from_the_baseline():
     assert float(out.extra.mass[-1]) == pytest.approx(1.5, rel=0.05)
     np.testing.assert_allclose(out.extra.com[-1][:2], [0.3, 0.05], atol=0.03)
     # the rest of the robot was kept: the friction learned before the change is still there
-    est = robot_estimate(learner, state)
+    est = robot_learner.estimate(learner, state)
     np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.03)
     # the noise is white, and the re-learning the alarm started is no correlation: else the
     # detector, its deviations multiplied by the correlation time, is blind to the next change
