@@ -11,11 +11,12 @@ last also without its payload detector, ``robot --no-payload``), float64:
   calls is timed up to the end of its last step), and one ``learners.Stepper.step`` (the
   control-loop form, which returns the step's outputs: the learner compiled in, the state packed;
   called inside ``jax.enable_x64``, as the documented classes call it), in a fresh process with
-  JAX's defaults: nothing in the
-  measuring process touches JAX's configuration. And a control loop's tick (learn the measured
-  sample, then predict at a reference state): ``Stepper.tick`` (one call) against
-  ``Stepper.learn`` then ``Stepper.predict``, and the NumPy reference's step then prediction. A second column repeats them in a process with
-  asynchronous CPU dispatch off (``jax_cpu_enable_async_dispatch = False``), the tuned setting;
+  JAX's defaults: nothing in the measuring process touches JAX's configuration. A second column
+  repeats them in a process with asynchronous CPU dispatch off
+  (``jax_cpu_enable_async_dispatch = False``), the tuned setting. And a control loop's tick
+  (learn the measured sample, then predict at a reference state): ``Stepper.tick`` (one call)
+  against ``Stepper.learn`` then ``Stepper.predict``, and the NumPy reference's step then
+  prediction;
 - the same work in NumPy on top of Pinocchio: ``pin.rnea`` and ``pin.computeGeneralizedGravity``
   with one RLS per joint (five-feature; plus a Hampel window of the same length for the
   drift-aware learner); ``pin.rnea`` and the columns of ``pin.computeJointTorqueRegressor`` with
