@@ -272,6 +272,22 @@ def test_replay_drops_a_repeated_stamp_when_asked(capsys, arm, tmp_path):
     assert (report["repeated_rows"], report["samples"]) == (1, T - 1)
 
 
+def test_replay_unwraps_an_angle_logged_modulo_two_pi(capsys, arm, tmp_path):
+    """A joint's position logged as an angle modulo 2 pi (a driver's) replays as its unwrapped
+    position, derivatives and all: the same scores, the wraps counted."""
+    cols = {k: v for k, v in _columns(arm, acc=False).items() if not k.startswith("qd")}
+    q = cols["q_joint1"]
+    above = q > np.median(q)  # logged a turn lower there
+    turned = _write_csv(tmp_path / "turned.csv", cols | {"q_joint1": np.where(above, q - 2 * np.pi, q)})
+    wraps = int(np.count_nonzero(np.diff(above)))
+    code, out, _ = _run(capsys, "replay", arm["urdf"], _write_csv(tmp_path / "plain.csv", cols), "--chunk", 100)
+    code_turned, out_turned, _ = _run(capsys, "replay", arm["urdf"], turned, "--chunk", 100, "--report", tmp_path / "r.json")
+    assert code == code_turned == 0 and wraps > 0
+    assert f"positions unwrapped (an angle logged in (-pi, pi]): joint1 {wraps} times" in out_turned
+    assert json.loads((tmp_path / "r.json").read_text())["unwrapped"] == {"joint1": wraps}
+    assert _rmse_rows(out_turned) == _rmse_rows(out)
+
+
 def test_replay_stamps_in_nanoseconds_with_their_unit(capsys, arm, tmp_path):
     """Epoch nanoseconds, as ROS tools write them: an error naming --time-unit (read as seconds
     they were a log at a millionth of a hertz), and with it the replay of the same log in s."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import chex
@@ -89,6 +90,64 @@ def test_gaps_are_bridged_and_reported_and_long_ones_split_the_log(tmp_path):
     inner = np.abs(log.t - 1.0) < 0.2  # across the bridged gap, derivatives hold
     assert np.abs(log.qdd - qdd[keep])[inner].max() < 2e-2
     assert load_log(tmp_path / "gaps.csv", JOINTS, max_gap=0.5).info.segments == 1
+
+
+def test_short_segments_between_long_gaps_are_dropped_not_differentiated(tmp_path):
+    """At 1 kHz, a dozen messages lost leave a gap under half the cut-off's period: bridged by
+    default. A piece of log between two gaps too long to bridge, shorter than ``SHORTEST``
+    periods of the cut-off, gives its filter no time to settle: its rows are dropped and
+    counted, and every row kept has accurate accelerations. A log of nothing but such pieces is
+    an error naming --max-gap; a short log on its own is kept."""
+    t, q, qd, qdd, tau = _motion(rate=1000.0, jitter=0.0)
+    keep = np.ones(len(t), bool)
+    keep[1000:1012] = False  # 13 ms: bridged
+    keep[2000:2300] = keep[2400:2700] = False  # 100 ms of log between two 0.3 s gaps
+    log = load_log(_csv(tmp_path / "gaps.csv", _columns(t[keep], q[keep], tau[keep])), JOINTS)
+    assert [g.bridged for g in log.info.gaps] == [True, False, False]
+    assert (log.info.segments, log.info.fragments) == (3, 100)
+    kept = keep.copy()
+    kept[2300:2400] = False
+    np.testing.assert_array_equal(log.t, t[kept])
+    np.testing.assert_allclose(log.qdd, qdd[kept], atol=0.1)  # 2 rad/s^2 at most; the ends of the segments
+    pieces = np.arange(len(t)) % 300 < 140  # 140 ms every 0.3 s
+    with pytest.raises(LogError, match=r"every segment of the log is shorter than 3 periods .* longer --max-gap"):
+        load_log(_csv(tmp_path / "pieces.csv", _columns(t[pieces], q[pieces], tau[pieces])), JOINTS)
+    short = load_log(_csv(tmp_path / "short.csv", _columns(t[:50], q[:50], tau[:50])), JOINTS)
+    assert len(short) == 50 and short.info.fragments == 0
+
+
+def test_a_pause_in_the_first_chunk_splits_the_log_and_is_no_burst(tmp_path):
+    """A recording paused once, however early and however long, is a gap (the period is that
+    of the samples), not stamps of arrivals in bursts."""
+    t, q, qd, qdd, tau = _motion(rate=1000.0, jitter=0.0)
+    paused = t + np.where(np.arange(len(t)) >= 500, 10.0, 0.0)
+    log = load_log(_csv(tmp_path / "paused.csv", _columns(paused, q, tau)), JOINTS, chunk=2000)
+    assert log.info.segments == 2 and log.info.period == pytest.approx(1e-3) and len(log) == len(t)
+
+
+def test_a_wrapped_angle_is_unwrapped_before_its_derivatives(tmp_path):
+    """A continuous joint's position logged in (-pi, pi], as drivers publish it, gives the
+    derivatives of its unwrapped position, across chunks, when the joint is given as an angle;
+    a step over pi across a gap too long to bridge is not taken as a wrap."""
+    t, q, qd, qdd, tau = _motion(rate=500.0)
+    q[:, 0] = 3.0 * t + 0.2 * np.sin(5.0 * t)  # turns 12 rad: wraps at pi and 3 pi
+    wrapped = q.copy()
+    wrapped[:, 0] = np.angle(np.exp(1j * q[:, 0]))
+    turning = load_log(_csv(tmp_path / "turning.npz", _columns(t, q, tau)), JOINTS, chunk=700)
+    log = load_log(_csv(tmp_path / "wrapped.npz", _columns(t, wrapped, tau)), JOINTS, chunk=700, angles=["joint1"])
+    assert log.info.wrapped == {"joint1": 2}
+    np.testing.assert_allclose(log.q, q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(log.qdd, turning.qdd, rtol=0, atol=1e-8)
+    raw = load_log(tmp_path / "wrapped.npz", JOINTS, chunk=700)  # not an angle: as logged
+    assert raw.info.wrapped == {} and np.abs(raw.qdd[:, 0]).max() > 1e3
+    jump = q.copy()
+    jump[1000:, 0] += 4.0  # the joint moved during a 1 s pause
+    paused = t + np.where(np.arange(len(t)) >= 1000, 1.0, 0.0)
+    log = load_log(_csv(tmp_path / "jump.npz", _columns(paused, jump, tau)), JOINTS, angles=["joint1"])
+    assert log.info.segments == 2 and log.info.wrapped == {}
+    np.testing.assert_array_equal(log.q, jump)
+    with pytest.raises(LogError, match=r"angles: elbow not among the joints \(joint1, joint2\)"):
+        load_log(tmp_path / "wrapped.npz", JOINTS, angles=["elbow"])
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -209,6 +268,8 @@ def test_torque_scale_turns_currents_into_torques(tmp_path):
     ("# exported\nq0,q1,tau0,tau1\n0,1,2,3\n\n0,1,x,3\n", r"'x' is not a number \(line 5, column 'tau0'\)"),
     ("q0,q1,tau0,tau1\n0,1,2,3\n0,1,,3\n,1,2,3\n0,1,2,\n", 3),  # empty fields, pandas' NaN: rows skipped
     ("q0,q1,tau0,tau1\n0,1,2,3\n# a note\n0,1,2\n", "line 4 has 3 fields, the lines before 4"),
+    ("q0,q1,tau0,tau1\n0,1,2,3\n0,1,2,-1.#IND\n0,1,1.#INF,3\n0,1,1.#QNAN,3\n", 3),  # old Microsoft C runtimes' NaN
+    ("q0,q1,tau0,tau1\n0,1,2,3\n0,1,2,3 # a note\n", r"'3 # a note' is not a number \(line 3, column 'tau1'\)"),
     ("# q0,q1,tau0,tau1\n0,1,2,3\n0.5,1e-3,-2,nan\n", "the first line is numbers, not column names"),  # np.savetxt's
 ])
 def test_csv_quirks(tmp_path, content, message):
@@ -223,6 +284,29 @@ def test_csv_quirks(tmp_path, content, message):
             load_log(path, JOINTS, dt=0.01)
 
 
+def test_a_csv_cut_off_mid_line_loses_its_last_line_only(tmp_path):
+    """A logger stopped while writing leaves a last line without its end and its last fields:
+    dropped and noted; a short line that ends is an error (above)."""
+    path = tmp_path / "cut.csv"
+    path.write_text("t,q0,q1,tau0,tau1\n0,0,1,2,3\n0.01,0,1,2,3\n0.02,0,1,2,3\n0.03,0,1,", encoding="utf-8")
+    log = load_log(path, JOINTS)
+    assert len(log) == 3 and log.info.cut_line == 5 and log.info.expected == 4
+
+
+def test_a_csv_log_is_read_block_by_block(tmp_path):
+    """Reading a CSV log holds a few blocks of its rows at a time, not the file: its peak
+    memory is a small part of the file's size (reading it whole took about 8 times it)."""
+    t, q, qd, qdd, tau = _motion(rate=1000.0, seconds=100.0)
+    path = _csv(tmp_path / "long.csv", _columns(t, q, tau, qd))
+    tracemalloc.start()
+    try:
+        rows = sum(len(chunk["t"]) for chunk in open_log(path, JOINTS, chunk=2000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rows == len(t) and peak < path.stat().st_size / 2
+
+
 def test_npz_quirks(tmp_path):
     np.savez(tmp_path / "complex.npz", q=np.zeros((5, 2), complex), tau=np.zeros((5, 2)))
     with pytest.raises(LogError, match="not real numbers"):
@@ -230,6 +314,10 @@ def test_npz_quirks(tmp_path):
     np.savez(tmp_path / "twice.npz", q=np.zeros((5, 2)), q0=np.zeros(5), tau=np.zeros((5, 2)))
     with pytest.raises(LogError, match="logged twice"):
         load_log(tmp_path / "twice.npz", JOINTS, dt=0.01)
+    # arrays that are no columns of the log (the joints' names, a rate, gains) are left alone
+    np.savez(tmp_path / "extra.npz", q=np.zeros((5, 2)), tau=np.zeros((5, 2)), joint_names=np.array(JOINTS),
+             rate=np.array(100.0), gains=np.ones(2))
+    assert len(load_log(tmp_path / "extra.npz", JOINTS, dt=0.01)) == 5
     (tmp_path / "gz.npz").write_bytes(b"\x1f\x8b" + bytes(100))
     with pytest.raises(LogError, match="gz.npz: not a readable NPZ"):
         load_log(tmp_path / "gz.npz", JOINTS, dt=0.01)
@@ -311,6 +399,12 @@ def test_a_bags_clock_is_its_headers_or_else_its_receive_times(tmp_path):
     log = load_log(tmp_path / "unstamped", JOINTS)
     assert (log.info.clock, log.info.unstamped, len(log)) == ("receive", 0, len(t))
     np.testing.assert_allclose(log.t, received)
+    # a wall clock's first message sent before the clock was set: dropped, not the clock's time 0
+    wall = 1.7e9 + t
+    wall[0] = 0.0
+    _write_messages(tmp_path / "wall", wall, received, q, qd, tau)
+    log = load_log(tmp_path / "wall", JOINTS)
+    assert (log.info.clock, log.info.unstamped, len(log)) == ("header", 1, len(t) - 1)
     # receive times of messages that arrive ten at a time are not the samples' times
     bursts = 1.7e9 + np.floor(t * 20) / 20 + (np.arange(len(t)) % 10) * 2e-5
     _write_messages(tmp_path / "bursts", 0 * t, bursts, q, qd, tau)

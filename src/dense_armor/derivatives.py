@@ -25,11 +25,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import interpolate, signal
 
-__all__ = ["CAUSAL_ORDER", "ORDER", "Differentiator", "causal", "default_cutoff", "zero_phase"]
+__all__ = ["CAUSAL_ORDER", "ORDER", "SHORTEST", "Differentiator", "causal", "default_cutoff", "zero_phase"]
 
 ORDER = 4  # zero-phase Butterworth order (applied twice: forward and backward)
 CAUSAL_ORDER = 2  # causal Butterworth order
 MIN_CUTOFF = 1e-4  # of the rate: below, the motion is filtered out and the filter's design is singular
+#: Cut-off periods: a segment shorter than this (between gaps too long to bridge) is too short for
+#: the zero-phase estimator's filter to settle in; :meth:`Differentiator.flush` drops it.
+SHORTEST = 3.0
 
 
 def default_cutoff(rate: float) -> float:
@@ -149,7 +152,9 @@ class Differentiator:
     (``qd`` pushed) are kept, and the accelerations estimated from them; logged accelerations
     are kept as they are. The zero-phase estimator holds back ``margin`` samples of
     look-ahead (and keeps as many of look-behind), ten periods of the cut-off, so that no
-    sample is estimated near the edge of a window.
+    sample is estimated near the edge of a window. A segment shorter than :data:`SHORTEST`
+    periods of the cut-off gets no estimate from it: :meth:`flush` drops its samples (counted
+    in :attr:`dropped`).
 
     Args:
         cutoff: Hz.
@@ -169,6 +174,7 @@ class Differentiator:
         self.cutoff, self.rate, self.causal, self.resample = cutoff, rate, causal, resample
         self.margin = max(64, int(np.ceil(10 * max(rate, resample or 0.0) / cutoff)))
         self.chunk = max(int(chunk), 4 * self.margin)
+        self.dropped = 0
         self._reset()
 
     def _reset(self):
@@ -190,9 +196,15 @@ class Differentiator:
             out.append(self._finish(self.chunk))
         return out
 
-    def flush(self) -> list[dict]:
-        """End the segment: finish every pending sample; the next push starts a new segment."""
-        out = [self._finish(len(self._pending["t"]))] if self._pending is not None and len(self._pending["t"]) else []
+    def flush(self, keep_short: bool = False) -> list[dict]:
+        """End the segment: finish every pending sample (none of a short zero-phase segment,
+        unless ``keep_short``); the next push starts a new segment."""
+        pending = self._pending
+        t = () if pending is None else pending["t"]
+        if len(t) and not (self.causal or keep_short) and self._behind is None and t[-1] - t[0] < SHORTEST / self.cutoff:
+            self.dropped += len(t)
+            t = ()
+        out = [self._finish(len(t))] if len(t) else []
         self._reset()
         return [c for c in out if len(c["t"])]
 

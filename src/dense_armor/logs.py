@@ -9,11 +9,14 @@ joints, checks its clock, and estimates the missing derivatives on the stamps
 Formats:
 
 * **CSV** with one header line (comma separated; ``#`` lines are comments; a UTF-8 byte-order
-  mark, quoted names and a comma ending every line are allowed; other columns are ignored) and
+  mark, quoted names and a comma ending every line are allowed; other columns are ignored;
+  read a chunk of rows at a time; a last line cut off by a logger stopped while writing is
+  dropped and noted) and
   **NPZ** (the same names as 1-D arrays, or (T, n) arrays ``q``, ``qd``, ``qdd``, ``tau`` in the
-  model's joint order). Columns are ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``,
-  ``tau_<joint>`` by joint name, or ``q0 .. q{n-1}`` etc. by index in the model's joint order,
-  and an optional time column ``t`` (s, or the unit given: ``time_unit``, :data:`TIME_UNITS`).
+  model's joint order; other arrays, the joints' names or a rate, are ignored). Columns are
+  ``q_<joint>``, ``qd_<joint>``, ``qdd_<joint>``, ``tau_<joint>`` by joint name, or ``q0 ..
+  q{n-1}`` etc. by index in the model's joint order, and an optional time column ``t`` (s, or
+  the unit given: ``time_unit``, :data:`TIME_UNITS`).
 * **ROS bags** (``.mcap`` and ``.db3`` ROS 2 bags, their folders, and ROS 1 ``.bag``), read
   with the ``rosbags`` library: ``sensor_msgs/msg/JointState`` messages on one topic
   (``/joint_states`` by default), joints matched by name, ``position``, ``velocity`` (when
@@ -28,22 +31,31 @@ is a repeated one, unless ``drop_repeated`` drops the samples that repeat the st
 (a message published twice) or ``drop_unordered`` those not after every stamp before them (two
 messages swapped, a clock stepped back); they are counted and reported. Steps jitter (0.7-1.6 times the median step
 is normal on a host clock); a step over :data:`GAP` times the median is a gap (dropped
-packets); the period is the mean of the other steps of the first chunk. Gaps up to ``max_gap``
-seconds (default :data:`BRIDGE` median periods) are bridged: the derivatives run across them; a
-longer gap splits the log into segments: the derivatives restart, the learner keeps its state.
-Every gap is reported by sample index and time. Without a ``t`` column the sampling period must
-be given. A period over :data:`MAX_PERIOD` is an error: stamps in another unit than seconds.
+packets, a recording paused); the period is the mean of the other steps of the first chunk.
+Gaps up to ``max_gap`` seconds (default :data:`BRIDGE` median periods, or :data:`BRIDGE_CUTOFF`
+periods of the differentiator's cut-off if longer) are bridged: the derivatives run across
+them; a longer gap splits the log into segments: the derivatives restart, the learner keeps its
+state. A segment too short for the derivatives' filter to settle in
+(:data:`dense_armor.derivatives.SHORTEST` periods of its cut-off) is dropped and counted, unless
+it is the whole log. Every gap is reported by sample index and time. Without a ``t`` column the
+sampling period must be given. A period over :data:`MAX_PERIOD` is an error: stamps in another
+unit than seconds; so are stamps of arrivals in bursts (frequent gaps holding nearly all the
+time).
 
-Rows with a NaN or inf in a joint's value are skipped and counted (the clock goes on).
+Angles (``angles``: revolute and continuous joints) are unwrapped: a driver may log a joint that
+turns without limit in (-pi, pi], and a step of more than pi between two samples of a segment
+is that wrap, not motion. Rows with a NaN or inf in a joint's value are skipped and counted (the
+clock goes on).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,8 +65,15 @@ from dense_armor import derivatives
 
 QUANTITIES = ("q", "qd", "qdd", "tau")
 GAP = 2.0  # a step over GAP median periods is a gap
-BRIDGE = 10.0  # by default, gaps up to BRIDGE median periods are bridged
-BURSTS = 0.25  # a median step under BURSTS of the mean one: stamps of arrivals in bursts, not of samples
+# by default, gaps up to BRIDGE median periods, or BRIDGE_CUTOFF periods of the differentiator's
+# cut-off if longer, are bridged: a spline through a gap half the period of the fastest motion
+# kept follows it
+BRIDGE = 10.0
+BRIDGE_CUTOFF = 0.5
+# stamps of arrivals in bursts, not of samples: at least BURST_GAPS of the steps are gaps, and
+# the other steps hold under BURSTS of the time
+BURST_GAPS = 0.002
+BURSTS = 0.25
 #: The units a CSV or NPZ log's ``t`` may be in, and their seconds.
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 #: s: a log sampled more slowly than this has stamps in another unit (ms, ns: a robot logs at
@@ -117,6 +136,12 @@ class LogInfo:
         unstamped: a bag's messages with a zero header stamp among stamped ones, dropped.
         unestimated: logged derivatives (``"qd"``, ``"qdd"``) not a number for some joint in
             every row of the first chunk (a driver's NaN for a missing interface), estimated.
+        fragments: rows of segments too short to estimate derivatives on
+            (:data:`dense_armor.derivatives.SHORTEST` cut-off periods), dropped.
+        wrapped: for each joint of ``angles`` whose logged position wrapped, how often: a step
+            of more than pi between two samples, unwrapped (a driver's angle in (-pi, pi]).
+        cut_line: a CSV's last line, cut off (no line end and too few fields: the logger
+            stopped while writing), dropped; ``None`` if none.
     """
 
     source: str
@@ -140,6 +165,9 @@ class LogInfo:
     clock: str | None = None
     unstamped: int = 0
     unestimated: tuple = ()
+    fragments: int = 0
+    wrapped: dict = field(default_factory=dict)
+    cut_line: int | None = None
 
 
 @dataclass
@@ -165,17 +193,19 @@ class Log:
 # ----------------------------------------------------------------------------- tables
 
 
-def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise LogError(f"{path}: not a text CSV file ({err.reason} at byte {err.start})") from None
-    lines = text.splitlines()
-    start = next((k for k, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
+def _read_csv(path: Path, rows: int, info: LogInfo) -> tuple[list[str], Iterator[dict]]:
+    """A CSV log's column names and its rows, read ``rows`` lines at a time (dicts of (m,)
+    columns by name): a long log never needs to fit in memory. A last line cut off (no line
+    end, fewer fields: a logger stopped while writing) is dropped and noted in ``info``."""
+    with open(path, encoding="utf-8-sig") as f:
+        try:
+            start = next(((k, line) for k, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")), None)
+        except UnicodeDecodeError as err:
+            raise LogError(f"{path}: not a text CSV file ({err.reason})") from None
     if start is None:
         raise LogError(f"{path}: empty log (no header line)")
     # names as spreadsheets write them too: quoted ("q_joint1")
-    header = [h.strip().removeprefix('"').removesuffix('"').strip() for h in lines[start].split(",")]
+    header = [h.strip().removeprefix('"').removesuffix('"').strip() for h in start[1].split(",")]
     trailing = len(header) > 1 and header[-1] == ""  # every line ends with a comma, as some exporters write
     if trailing:
         header = header[:-1]
@@ -185,16 +215,46 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise LogError(f"{path}: duplicate columns {', '.join(dup)}")
-    numbers = [k for k in range(start + 1, len(lines)) if lines[k].strip() and not lines[k].lstrip().startswith("#")]
-    body = [lines[k].rstrip().removesuffix(",") if trailing else lines[k] for k in numbers]
-    if not body:
-        raise LogError(f"{path}: the log has a header but no samples")
-    # an empty field (how pandas writes a NaN) is a NaN: its row is skipped and counted
+    with open(path, "rb") as raw:  # the rows to expect, for progress: the lines after the header
+        ends, last = 0, b"\n"
+        for block in iter(lambda: raw.read(1 << 20), b""):
+            ends, last = ends + block.count(b"\n"), block[-1:]
+    info.expected = ends + (last != b"\n") - start[0]
+    return header, _csv_rows(path, start[0], header, trailing, rows, info)
+
+
+def _csv_rows(path: Path, after: int, header: list, trailing: bool, rows: int, info: LogInfo) -> Iterator[dict]:
+    """The rows after the header (line ``after``), in blocks of ``rows``."""
+    with open(path, encoding="utf-8-sig") as f:
+        lines = itertools.islice(enumerate(f, 1), after, None)
+        numbers, body = [], []
+        try:
+            for k, line in lines:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    if len(body) == rows:  # a block, not the file's last line: it is read first
+                        yield _csv_block(path, body, numbers, header)
+                        numbers, body = [], []
+                    numbers.append(k)
+                    body.append(line.rstrip().removesuffix(",") if trailing else line.rstrip("\r\n"))
+        except UnicodeDecodeError as err:
+            raise LogError(f"{path}: not a text CSV file ({err.reason} after line {numbers[-1] if numbers else 1})") from None
+        if body and numbers[-1] == k and not line.endswith("\n") and body[-1].count(",") < len(header) - 1:
+            info.cut_line = numbers.pop()
+            body.pop()
+        if body:
+            yield _csv_block(path, body, numbers, header)
+
+
+def _csv_block(path: Path, body: list, numbers: list, header: list) -> dict:
+    """Lines of numbers (their line numbers ``numbers``) as columns by name."""
     table = "\n".join(body)
+    # an empty field (how pandas writes a NaN) is a NaN: its row is skipped and counted
     if any(mark in table for mark in (",,", ", ,", "\n,", ",\n")) or table.startswith(",") or table.endswith(","):
         table = re.sub(r"(?m)(^|,)[ \t]*(?=,|$)", r"\1nan", table)  # only then: it costs what parsing does
+    if "#" in table:  # old Microsoft C runtimes' NaN and infinity: -1.#IND, 1.#QNAN, 1.#INF
+        table = re.sub(r"([-+]?)1\.#INF\w*", r"\1inf", re.sub(r"[-+]?1\.#(IND|QNAN|SNAN)\w*", "nan", table))
     try:
-        data = np.loadtxt(io.StringIO(table), delimiter=",", ndmin=2, dtype=np.float64)
+        data = np.loadtxt(io.StringIO(table), delimiter=",", ndmin=2, dtype=np.float64, comments=None)
     except ValueError as err:
         raise LogError(f"{path}: not a numeric CSV table: {_csv_error(str(err).splitlines()[0], numbers, header)}") from None
     if data.shape[1] != len(header):
@@ -203,15 +263,16 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
 
 
 def _csv_error(message: str, numbers: list, header: list) -> str:
-    """NumPy's reading error with the file's line (1-based) and the column's name in place of
-    its row among the samples (0-based for a value, 1-based for a row's length)."""
+    """NumPy's reading error with the file's line (``numbers``: the rows' lines, 1-based) and the
+    column's name in place of its row among the rows (0-based for a value, 1-based for a row's
+    length)."""
     value = re.match(r"could not convert string (.*) to float64 at row (\d+), column (\d+)", message)
     if value and int(value.group(2)) < len(numbers) and int(value.group(3)) <= len(header):
         name = header[int(value.group(3)) - 1]
-        return f"{value.group(1)} is not a number (line {numbers[int(value.group(2))] + 1}, column {name!r})"
+        return f"{value.group(1)} is not a number (line {numbers[int(value.group(2))]}, column {name!r})"
     fields = re.match(r"the number of columns changed from (\d+) to (\d+) at row (\d+)", message)
     if fields and 0 < int(fields.group(3)) <= len(numbers):
-        return f"line {numbers[int(fields.group(3)) - 1] + 1} has {fields.group(2)} fields, the lines before {fields.group(1)}"
+        return f"line {numbers[int(fields.group(3)) - 1]} has {fields.group(2)} fields, the lines before {fields.group(1)}"
     return message
 
 
@@ -223,6 +284,8 @@ def _read_npz(path: Path, n: int) -> dict[str, np.ndarray]:
         raise LogError(f"{path}: not a readable NPZ file: {err}") from None
     columns = {}
     for key, a in arrays.items():
+        if key not in QUANTITIES and key != "t" and not (_NAMED.match(key) or _INDEXED.match(key)):
+            continue  # not a column of the log (the joints' names, a rate, gains), as a CSV's other columns
         if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
             raise LogError(f"{path}: array {key!r} is not real numbers ({a.dtype})")
         if key in QUANTITIES:
@@ -237,15 +300,15 @@ def _read_npz(path: Path, n: int) -> dict[str, np.ndarray]:
             columns[key] = a
         else:
             raise LogError(f"{path}: array {key!r} has shape {a.shape}; expected a column (T,) or one of q, qd, qdd, tau (T, n)")
-    if not columns:
+    if not arrays:
         raise LogError(f"{path}: the NPZ file holds no arrays")
     return columns
 
 
-def _match(path, columns: Mapping, joint_names, locked, info: LogInfo) -> dict[str, np.ndarray | None]:
-    """The columns as (T, n) arrays per quantity in the model's order (``None`` when absent);
-    named columns of no joint of the robot (``q_des_joint1``, a gripper's) are ignored, and
-    listed in ``info.ignored``."""
+def _match(path, columns, joint_names, locked, info: LogInfo) -> dict[str, list[str] | None]:
+    """The names of each quantity's columns (``columns``: the log's) in the model's joint order
+    (``None`` when absent); named columns of no joint of the robot (``q_des_joint1``, a
+    gripper's) are ignored, and listed in ``info.ignored``."""
     n = len(joint_names)
     index = {name: j for j, name in enumerate(joint_names)}
     ignored = []
@@ -266,7 +329,7 @@ def _match(path, columns: Mapping, joint_names, locked, info: LogInfo) -> dict[s
             if len(keys) > 1:
                 raise LogError(f"{path}: joint {name!r}'s {qty} is logged twice (columns {' and '.join(keys)})")
             if keys:
-                cols.append(columns[keys[0]])
+                cols.append(keys[0])
             else:
                 missing.append(name)
         if cols and missing:
@@ -274,13 +337,35 @@ def _match(path, columns: Mapping, joint_names, locked, info: LogInfo) -> dict[s
                 f"{path}: {qty} is logged for some joints but not for {', '.join(missing)} (expected columns "
                 f"{qty}_<joint> or {qty}0..{qty}{n - 1}); to replay without a joint, lock it: --lock {missing[0]}=VALUE"
                 + hint)
-        found[qty] = np.stack(cols, axis=1) if cols else None
+        found[qty] = cols or None
     for qty in ("q", "tau"):
         if found[qty] is None:
             raise LogError(
                 f"{path}: no {qty} columns for the robot's joints; expected {qty}_{joint_names[0]} ... "
                 f"or {qty}0..{qty}{n - 1} (joints: {', '.join(joint_names)})" + hint)
     return found
+
+
+def _table_chunks(blocks, found: dict, locked, unit: float, info: LogInfo) -> Iterator[dict]:
+    """A table's blocks of columns as chunks of (m, n) quantities in the model's joint order and
+    stamps in s; the locked joints' logged positions noted in ``info``."""
+    for block in blocks:
+        for name in locked:
+            if f"q_{name}" in block:
+                _held(info, name, block[f"q_{name}"])
+        chunk = {qty: np.stack([block[k] for k in keys], axis=1) for qty, keys in found.items() if keys}
+        if "t" in block:
+            chunk["t"] = np.asarray(block["t"], np.float64) * unit
+        yield chunk
+
+
+def _held(info: LogInfo, joint: str, positions) -> None:
+    """Widen the range of positions the log has for a locked joint by these (m,)."""
+    at = np.asarray(positions, np.float64)
+    at = at[np.isfinite(at)]
+    if len(at):
+        low, high = info.locked_range.get(joint, (math.inf, -math.inf))
+        info.locked_range[joint] = (min(low, float(at.min())), max(high, float(at.max())))
 
 
 # ----------------------------------------------------------------------------- ROS bags
@@ -386,14 +471,14 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
             """The buffered rows, on the bag's one clock: the headers', chosen on the first
             chunk if any of its headers is set, else the bag's receive times. On the headers'
             clock a zero stamp is a message sent before the clock ran (simulated time before
-            its first tick, repeated), dropped, but for a single one before the first stamp
-            (the clock's time 0)."""
+            its first tick, repeated), dropped, but for a single one a period or so before the
+            first stamp (the clock's time 0)."""
             keep = slice(count)
             if info.clock is None:
                 info.clock = "header" if np.any(buffers["t"][:count] > 0) else "receive"
                 if info.clock == "header":
                     keep = buffers["t"][:count] > 0
-                    keep[0] |= np.argmax(keep) == 1
+                    keep[0] |= (np.argmax(keep) == 1) & (buffers["t"][1] <= MAX_PERIOD)
             elif info.clock == "header":
                 keep = buffers["t"][:count] > 0
             if info.clock == "header":
@@ -433,10 +518,8 @@ def _bag_chunks(path: Path, joint_names, topic: str, locked, size: int, info: Lo
             names, header, position, speed, effort = fields
             order, held = order_of(k, names)
             for name, i in held:  # where the locked joints were (any publisher's message)
-                at = position[:, i][np.isfinite(position[:, i])] if i < position.shape[1] else ()
-                if len(at):
-                    low, high = info.locked_range.get(name, (math.inf, -math.inf))
-                    info.locked_range[name] = (min(low, float(at.min())), max(high, float(at.max())))
+                if i < position.shape[1]:
+                    _held(info, name, position[:, i])
             if len(order) == 0:  # another publisher's joints (a gripper)
                 info.other += len(header)
                 return
@@ -528,13 +611,27 @@ class LogStream:
     ``t`` (m,) and ``q``, ``qd``, ``qdd``, ``tau`` (m, n); :attr:`info` fills in as it goes."""
 
     def __init__(self, chunks: Iterator[dict], info: LogInfo, *, dt, causal, cutoff, resample, torque_scale, max_gap,
-                 chunk, drop_repeated=False, drop_unordered=False):
+                 chunk, drop_repeated=False, drop_unordered=False, angles=None):
         self.info = info
         self._raw, self._dt, self._scale, self._drop_repeated = chunks, dt, torque_scale, drop_repeated
         self._drop_unordered = drop_unordered
         self._causal, self._cutoff, self._resample, self._max_gap, self._chunk = causal, cutoff, resample, max_gap, chunk
+        self._angles = np.zeros(len(info.joints), bool) if angles is None else np.asarray(angles, bool)
+        self._bridge_default = max_gap is None
+        self._turns = None  # (the last logged angles, or None at a segment's start; their unwrapping offsets)
 
     def __iter__(self) -> Iterator[dict]:
+        empty = True
+        for chunk in self._chunks():
+            empty = False
+            yield chunk
+        if empty and self.info.fragments:
+            raise LogError(f"{self.info.source}: every segment of the log is shorter than {derivatives.SHORTEST:g} periods of the "
+                           f"differentiator's cut-off ({derivatives.SHORTEST / self.info.cutoff:.3g} s), too short to estimate "
+                           f"accelerations on; the gaps between them are over {self._max_gap:.3g} s: bridge them with a longer "
+                           "--max-gap (max_gap=)")
+
+    def _chunks(self) -> Iterator[dict]:
         info = self.info
         last_t, row, diff, started = None, 0, None, False
         untimed = "t" not in info.logged and self._dt is None  # stamps are sample indices
@@ -600,16 +697,39 @@ class LogStream:
             for cut in [*cuts, count]:
                 piece = {k: v[start:cut][finite[start:cut]] for k, v in rows.items()}
                 if len(piece["t"]):
+                    piece["q"] = self._unwrap(piece["q"])
                     yield from (c for c in (diff.push(piece) if diff else [piece]))
                 if cut < count:
                     info.segments += 1
+                    if self._turns:  # no unwrapping across a split
+                        self._turns = (None, self._turns[1])
                     if diff:
                         yield from diff.flush()
+                        info.fragments = diff.dropped
                 start = cut
         if not started:
             raise LogError(f"{info.source}: the log has no samples")
         if diff:
-            yield from diff.flush()
+            yield from diff.flush(keep_short=info.segments == 1)  # a short log is all there is
+            info.fragments = diff.dropped
+
+    def _unwrap(self, q):
+        """The positions (m, n) of consecutive rows of a segment, each angle's steps of more
+        than pi taken as a wrap of the logged angle, not as motion (counted in ``info``)."""
+        if not self._angles.any():
+            return q
+        x = q[:, self._angles]
+        last, offset = (None, np.zeros(x.shape[1])) if self._turns is None else self._turns
+        steps = np.diff(np.concatenate([x[:1] if last is None else last[None], x]), axis=0)
+        turns = np.round(steps / (2 * np.pi))  # non-zero only for a step over pi
+        offsets = offset - 2 * np.pi * np.cumsum(turns, axis=0)
+        self._turns = (x[-1], offsets[-1])
+        for joint, count in zip(np.array(self.info.joints)[self._angles], np.count_nonzero(turns, axis=0)):
+            if count:
+                self.info.wrapped[joint] = self.info.wrapped.get(joint, 0) + int(count)
+        q = q.copy()
+        q[:, self._angles] = x + offsets
+        return q
 
     def _unlogged(self, raw: dict) -> None:
         """Check the first chunk: a logged derivative that is not a number for a joint in every
@@ -643,14 +763,17 @@ class LogStream:
                 raise LogError(f"{info.source}: the given sampling period {period:g} s disagrees with the log's "
                                f"'t' column (median step {np.median(steps):.6g} s)")
         elif len(steps):
-            # the mean step without the gaps: the median of a jittered clock's steps is off by
-            # a percent or so, the mean is not
             median = float(np.median(steps))
-            if median < BURSTS * float(np.mean(steps)):
+            # arrivals in bursts: steps over GAP medians are frequent and hold nearly all the time
+            # (a recording paused once or twice is a few long steps, however long)
+            gaps = steps > GAP * median
+            if np.mean(gaps) >= BURST_GAPS and np.sum(steps[~gaps]) < BURSTS * np.sum(steps):
                 raise LogError(f"{info.source}: the stamps come in bursts (median step {median:.3g} s, mean "
                                f"{float(np.mean(steps)):.3g} s): they are not the samples' times"
                                + (" (the bag's receive times: its messages' headers are zero)" if info.clock == "receive" else ""))
-            period = float(np.mean(steps[steps <= GAP * median]))
+            # the mean step without the gaps: the median of a jittered clock's steps is off by
+            # a percent or so, the mean is not
+            period = float(np.mean(steps[~gaps]))
             if period > MAX_PERIOD:
                 raise LogError(f"{info.source}: the stamps step by {period:.6g} s ({1 / period:.3g} Hz), too slow for a "
                                f"robot's log: are they in seconds? Stamps in ms, us or ns: --time-unit (time_unit=)")
@@ -674,6 +797,8 @@ class LogStream:
         info.resample = self._resample
         if not (info.cutoff > 0 and math.isfinite(info.cutoff)):
             raise LogError(f"the differentiator's cut-off must be a positive number of Hz, got {info.cutoff}")
+        if self._bridge_default:  # a gap short against the cut-off's period is bridged too
+            self._max_gap = max(self._max_gap, BRIDGE_CUTOFF / info.cutoff)
         try:
             return derivatives.Differentiator(info.cutoff, rate, causal=self._causal, resample=self._resample, chunk=self._chunk)
         except ValueError as err:
@@ -683,7 +808,7 @@ class LogStream:
 def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | None = None, dt: float | None = None,
              causal: bool = False, cutoff: float | None = None, resample: float | None = None, torque_scale=None,
              max_gap: float | None = None, drop_repeated: bool = False, drop_unordered: bool = False, time_unit: str = "s",
-             chunk: int = 20000) -> LogStream:
+             chunk: int = 20000, angles=()) -> LogStream:
     """Open a log for a robot with joints ``joint_names``: a stream of matched chunks.
 
     Args:
@@ -699,13 +824,19 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         resample: resample the log on a uniform grid at this rate, Hz.
         torque_scale: a gain per joint (or one for all) multiplying the logged effort: for a
             log of motor currents, the torque constants (sign included).
-        max_gap: the longest gap bridged, s (default :data:`BRIDGE` median periods).
+        max_gap: the longest gap bridged, s (default :data:`BRIDGE` median periods, or
+            :data:`BRIDGE_CUTOFF` periods of the cut-off if longer, when derivatives are
+            estimated).
         drop_repeated: drop a sample whose stamp repeats the one before (else an error).
         drop_unordered: drop a sample whose stamp is not after every one before it (a repeat,
             two messages swapped, a clock stepped back; else an error), counted as repeated.
         time_unit: the unit of a CSV or NPZ log's ``t`` column (:data:`TIME_UNITS`: ``"s"``,
             ``"ms"``, ``"us"``, ``"ns"``); a bag's stamps are seconds.
         chunk: rows per chunk.
+        angles: the joints whose positions are angles (revolute and continuous joints): a
+            step of more than pi between two samples is the logged angle wrapping (a driver's
+            (-pi, pi] or [0, 2 pi)), unwrapped before the derivatives and counted
+            (``info.wrapped``).
 
     Raises:
         FileNotFoundError: no such file.
@@ -722,6 +853,9 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
     if time_unit not in TIME_UNITS:
         raise LogError(f"time unit {time_unit!r}: choose one of {', '.join(TIME_UNITS)}")
     scale = _torque_scale(torque_scale, n, path)
+    unknown = sorted(set(angles) - set(joint_names))
+    if unknown:
+        raise LogError(f"angles: {', '.join(unknown)} not among the joints ({', '.join(joint_names)})")
     info = LogInfo(source=str(path), joints=joint_names, logged=set())
     bag = path.is_dir() or path.suffix.lower() in BAG_SUFFIXES
     if bag and time_unit != "s":
@@ -732,33 +866,34 @@ def open_log(path: str | os.PathLike, joint_names, *, locked=(), topic: str | No
         if first is None:
             raise LogError(f"{path}: no JointState message with the robot's joints on {topic or DEFAULT_TOPIC}")
         info.logged = set(first) | {"t"}
-        import itertools
-
         chunks = itertools.chain([first], chunks)
     else:
         if topic is not None:
             raise LogError(f"{path}: --topic is for ROS bags; this log is a {path.suffix or 'file'}")
-        columns = _read_npz(path, n) if path.suffix.lower() == ".npz" else _read_csv(path)
-        lengths = {len(v) for v in columns.values()}
-        if len(lengths) > 1:
-            raise LogError(f"{path}: columns have different lengths: {sorted(lengths)}")
-        found = _match(path, columns, joint_names, set(locked), info)
-        for name in locked:
-            x = np.asarray(columns.get(f"q_{name}", ()), np.float64)
-            x = x[np.isfinite(x)]
-            if len(x):
-                info.locked_range[name] = (float(x.min()), float(x.max()))
-        arrays = {k: v for k, v in found.items() if v is not None}
-        if "t" in columns:
-            arrays["t"] = np.asarray(columns["t"], np.float64) * TIME_UNITS[time_unit]
-        elif dt is None and ("qd" not in arrays or "qdd" not in arrays or resample):
+        if path.suffix.lower() == ".npz":
+            columns = _read_npz(path, n)
+            found = _match(path, columns, joint_names, set(locked), info)
+            used = [k for keys in found.values() for k in keys or ()] + [k for k in ("t", *(f"q_{j}" for j in locked)) if k in columns]
+            lengths = {len(columns[k]) for k in used}
+            if len(lengths) > 1:
+                raise LogError(f"{path}: columns have different lengths: {sorted(lengths)}")
+            info.expected = lengths.pop()
+            names, blocks = list(columns), ({k: columns[k][s : s + chunk] for k in used} for s in range(0, info.expected, chunk))
+        else:
+            names, blocks = _read_csv(path, chunk, info)
+            found = _match(path, names, joint_names, set(locked), info)
+            first = next(blocks, None)
+            if first is None:
+                raise LogError(f"{path}: the log has a header but no samples")
+            blocks = itertools.chain([first], blocks)
+        if "t" not in names and dt is None and (not found["qd"] or not found["qdd"] or resample):
             raise LogError(f"{path}: the log has no 't' column; give the sampling period (--dt) to estimate "
-                           f"{' and '.join(k for k in ('qd', 'qdd') if k not in arrays) or 'the grid'}")
-        info.logged = set(arrays)
-        info.expected = len(arrays["q"])
-        chunks = ({k: v[s : s + chunk] for k, v in arrays.items()} for s in range(0, len(arrays["q"]), chunk))
+                           f"{' and '.join(k for k in ('qd', 'qdd') if not found[k]) or 'the grid'}")
+        info.logged = {k for k, keys in found.items() if keys} | ({"t"} & set(names))
+        chunks = _table_chunks(blocks, found, locked, TIME_UNITS[time_unit], info)
     return LogStream(chunks, info, dt=dt, causal=causal, cutoff=cutoff, resample=resample, torque_scale=scale,
-                     max_gap=max_gap, chunk=chunk, drop_repeated=drop_repeated, drop_unordered=drop_unordered)
+                     max_gap=max_gap, chunk=chunk, drop_repeated=drop_repeated, drop_unordered=drop_unordered,
+                     angles=np.isin(joint_names, list(angles)))
 
 
 def load_log(path: str | os.PathLike, joint_names, **options) -> Log:

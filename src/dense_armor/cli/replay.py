@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dense_armor import learners, robot_learner
+from dense_armor import derivatives, learners, robot_learner
 from dense_armor.cli.common import MIMIC_HELP, PROG, Output, UserError, alarm_text, distinct, fmt, require_matplotlib, table
 from dense_armor.cli.learners import build_learner, forgetting_text, payload_report, refuse_others, setting
 from dense_armor.dynamics import rnea
@@ -62,7 +62,8 @@ def add_log_options(p) -> None:
     g.add_argument("--cutoff", type=positive, help="differentiator low-pass cut-off, Hz (default min(20, rate / 5))")
     g.add_argument("--resample", type=positive, metavar="HZ", help="resample the log on a uniform grid at HZ")
     g.add_argument("--max-gap", type=positive, metavar="S",
-                   help="longest clock gap bridged, s (default 10 median periods); longer gaps split the log")
+                   help="longest clock gap bridged, s (default 10 median periods, or half the cut-off's period if "
+                        "longer); longer gaps split the log")
     g.add_argument("--drop-repeated", action="store_true",
                    help="drop a sample whose stamp repeats the one before (a message published twice); default: an error")
     g.add_argument("--drop-unordered", action="store_true",
@@ -130,10 +131,11 @@ def load_robot(args):
 def open_stream(args, model, fixed):
     """The log as a stream, and its first chunk read (so that its rate is known)."""
     ignored = set(fixed) | {joint for joint, _, _ in model.mimics}  # logged, but not coordinates
+    angles = [name for name, body in zip(model.joint_names, model.coordinate_bodies) if model.joint_kinds[body] != "prismatic"]
     stream = open_log(args.log, model.joint_names, locked=ignored, topic=args.topic, dt=args.dt, causal=args.causal,
                       cutoff=args.cutoff, resample=args.resample, torque_scale=_torque_scale(args.torque_scale, model, ignored),
                       max_gap=args.max_gap, drop_repeated=args.drop_repeated, drop_unordered=args.drop_unordered, time_unit=args.time_unit,
-                      chunk=max(args.chunk, 1000))
+                      chunk=max(args.chunk, 1000), angles=angles)
     chunks = iter(stream)
     first = next(chunks, None)
     if first is None:
@@ -341,8 +343,13 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
     if split:
         clock += f"; {len(split)} too long to bridge, log split into {info.segments} segments (at " + \
             ", ".join(f"sample {g.index}, {at(g.t)}" for g in split[:3]) + ("..." if len(split) > 3 else "") + ")"
+    if info.fragments:
+        clock += (f"; {info.fragments} rows of segments under {derivatives.SHORTEST / info.cutoff:.3g} s (too short to "
+                  "estimate accelerations on) dropped")
     if info.skipped:
         clock += f"; {info.skipped} rows with NaN or inf skipped"
+    if info.cut_line:
+        clock += f"; the last line (line {info.cut_line}) cut off (the logger stopped while writing), dropped"
     if info.clock == "receive":
         clock += "; stamped by the bag's receive times (the messages' headers are zero)"
     if info.unstamped:
@@ -354,6 +361,8 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
         what = "not after the stamps before them" if args.drop_unordered else "repeating a stamp"
         clock += f"; {info.repeated} rows {what} dropped (the first at sample {row}, {at(t)})"
     print(clock)
+    if info.wrapped:
+        print(f"  positions unwrapped (an angle logged in (-pi, pi]): {', '.join(f'{j} {c} times' for j, c in info.wrapped.items())}")
     if info.ignored:
         print(f"  columns naming no joint of the robot, ignored: {', '.join(info.ignored)}")
     locked = f"; locked {', '.join(f'{k}={v:g}' for k, v in locks.items())}" if locks else ""
@@ -387,6 +396,7 @@ def _summary(args, model, locks, stream, learner, result, elapsed) -> dict:
                        "resample_hz": info.resample},
         "gaps": [{"sample": g.index, "t_s": g.t, "step_s": g.step, "bridged": g.bridged} for g in info.gaps],
         "segments": info.segments, "clock": info.clock, "unstamped_messages": info.unstamped, "skipped_rows": info.skipped, "other_messages": info.other, "repeated_rows": info.repeated, "rejected": result.rejected,
+        "fragment_rows": info.fragments, "cut_line": info.cut_line, "unwrapped": info.wrapped,
         "nonfinite_predictions": result.nonfinite,
         "rmse_nominal": scores.rmse()[0], "rmse_learner": scores.rmse()[1],
         "rmse_after_5s": dict(zip(("nominal", "learner"), scores.rmse(5.0) if info.period else (None, None))),
