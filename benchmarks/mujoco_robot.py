@@ -366,7 +366,7 @@ def unmodelled_torque(rng, t, q, qd, frictionloss, peak) -> np.ndarray:
 def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration: float = 60.0,
              change: str = "steady", change_time: float | None = None, motion: str = "sines",
              velocities: bool = True, jitter: float = 0.3, drops: bool | None = None, gain_error: float = 0.03,
-             noise: tuple = (0.01, 0.03), unmodelled: bool = False, cad: bool = False) -> Simulated:
+             noise: tuple = (0.01, 0.03), unmodelled: bool = False, cad: bool = False, rest: float = 0.0) -> Simulated:
     """One realistic log of ``robot``.
 
     Args:
@@ -387,9 +387,13 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
             included, is the same draw as without).
         cad: the nominal URDF is a CAD estimate (:func:`_cad_error`; the rest is the same draw
             as without).
+        rest: s the arm rests at its first position before the moves begin (a log started
+            before the robot's program; ``"moves"`` only, which start from rest).
     """
     if change not in ("steady", "pick", "drop"):
         raise ValueError(f"change: {change!r}")
+    if rest and motion != "moves":
+        raise ValueError("rest: the sines do not start from rest; only with motion='moves'")
     rng = np.random.default_rng([seed, int(rate), {"steady": 0, "pick": 1, "drop": 2}[change], motion == "moves"])
     plain, loaded, names, parts = true_robot(robot, seed, cad)
     n = plain.nv
@@ -403,7 +407,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         for start in rng.choice(count - 10, size=max(1, count // 5000), replace=False):
             keep[start : start + rng.integers(1, 9)] = False
         t = t[keep]
-    q, qd, qdd = path(t)
+    q, qd, qdd = path(t - rest)  # before its first knot a path of moves rests where it starts
     when = None if change == "steady" else (0.6 * duration if change_time is None else change_time)
     with_payload = np.zeros(len(t), bool) if when is None else (t >= when) if change == "pick" else (t < when)
     tau = np.empty_like(q)

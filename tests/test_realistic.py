@@ -145,3 +145,16 @@ def test_friction_held_at_rest_is_no_payload(robot, scenario, seed):
     assert r["false_alarms"] == 0 and not r["missed"], r
     assert r["delay"] is None or r["delay"] <= 3.0, r
     assert r["harmful"] == 0 and r["rmse_learner"] < 1.3 * r["rmse_batch"], r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["steady", "pick"])
+def test_a_log_that_starts_at_rest_arms_the_detector_with_the_motion(scenario):
+    """An arm at rest for the first 30 s of a 90 s log (recorded before its program started):
+    the learner's own transient comes with the first motion, and armed by seconds of samples
+    the detector took it for a change (Panda, a false alarm 5 s into the motion); armed by
+    seconds of motion, it raises none, and still finds a pick-up at 54 s."""
+    r = case("panda", 100.0, scenario, 0, duration=90.0, motion="moves", rest=30.0)
+    assert r["false_alarms"] == 0 and not r["missed"], r
+    assert r["delay"] is None or r["delay"] <= 3.0, r
+    assert r["harmful"] == 0 and r["rmse_learner"] < 1.3 * r["rmse_batch"], r

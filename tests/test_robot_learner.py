@@ -270,7 +270,7 @@ def test_after_an_alarm_the_change_is_the_ridge_fit_against_the_baseline():
     state = detector.init(jnp.zeros(p), jnp.float64)._replace(alarmed=jnp.ones((), bool), baseline=jnp.asarray(baseline))
     A, b = np.zeros((10, 10)), np.zeros(10)
     step = jax.jit(lambda state, rows, e_baseline, valid: detector.step(
-        state, rows, jnp.zeros(n), jnp.ones(n), jnp.eye(n), e_baseline, jnp.zeros(p), 1.0, columns, 1.0, 1000.0, valid))
+        state, rows, jnp.zeros(n), jnp.ones(n), jnp.eye(n), e_baseline, jnp.zeros(p), 1.0, columns, 1.0, 1000.0, valid, True))
     for k in range(200):
         rows = rng.normal(size=(n, p))
         target = rows @ baseline + rows[:, columns] @ delta + 0.01 * rng.standard_normal(n)
@@ -299,7 +299,7 @@ def test_a_fit_counts_its_scores_correlation_from_batch_means_held_back_three_se
     def step(state, sample):
         X, error = sample
         state, *_ = detector.step(state, X, error, jnp.ones(n), jnp.eye(n), error, jnp.zeros(p), 1.0, columns, 1.0,
-                                  rate, True)
+                                  rate, True, True)
         return state, None
 
     state, _ = jax.lax.scan(step, detector.init(jnp.zeros(p), jnp.float64), (jnp.asarray(rows), jnp.asarray(e)))
@@ -321,6 +321,28 @@ def test_a_fit_counts_its_scores_correlation_from_batch_means_held_back_three_se
     assert np.max(np.asarray(std) / np.asarray(white)) > 2.0, (std, white)
 
 
+def test_the_first_test_waits_for_seconds_of_motion_not_of_samples():
+    # a log that starts with the arm at rest: the learner's own transient comes with the first
+    # motion, so a long rest does not arm the detector; an alarm keeps the count of motion
+    detector, n, p, columns, rate = PayloadDetector(arm_after=0.5, every=0.0), 3, 28, slice(10, 20), 100.0
+    rng = np.random.default_rng(18)
+    state = detector.init(jnp.zeros(p), jnp.float64)
+    # a long window that has fitted a 3 kg change, certain: an armed step raises an alarm
+    state = state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6))
+    args = (jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n), jnp.zeros(n), jnp.zeros(p), 1.0,
+            columns, 1.0, rate, True)
+    step = jax.jit(lambda state, moving: detector.step(state, *args, moving)[:2])
+    for k in range(300):  # 3 s at rest
+        rest, alarm = step(state._replace(since=jnp.asarray(k, jnp.int32)), False)
+        assert not bool(alarm) and int(rest.moved) == 0
+    state = state._replace(since=jnp.asarray(300, jnp.int32))
+    for k in range(50):  # then 0.5 s of motion
+        state, alarm = step(state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6)), True)
+        assert not bool(alarm) and int(state.moved) == k + 1
+    state, alarm = step(state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6)), True)
+    assert bool(alarm) and int(state.moved) == 51 and int(state.since) == 0
+
+
 @pytest.mark.parametrize("since", [101, 499])
 def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones(since):
     # the blocks of the last 3 s may have seen the change: they must not widen the next test;
@@ -334,7 +356,7 @@ def test_an_alarm_drops_the_held_blocks_and_keeps_the_released_ones(since):
     A = state.A.at[1].set(1e6 * jnp.eye(10))
     state = state._replace(A=A, b=state.b.at[1, 0].set(3e6), since=jnp.asarray(since, jnp.int32), scores=scores)
     new, alarm, *_ = detector.step(state, jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n),
-                                   jnp.zeros(n), jnp.zeros(p), 1.0, columns, 1.0, rate, True)
+                                   jnp.zeros(n), jnp.zeros(p), 1.0, columns, 1.0, rate, True, True)
     assert bool(alarm)
     length = round(BLOCK * rate)
     released = (since + 1) % length == 0
@@ -354,7 +376,7 @@ def test_the_fits_are_tested_every_period_and_held_between_tests():
     held = jnp.asarray(rng.normal(size=state.tested.shape)), jnp.asarray(rng.uniform(1, 2, state.tested_std.shape))
     state = state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6), tested=held[0], tested_std=held[1])
     args = (jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n), jnp.zeros(n), jnp.zeros(p), 1.0, columns,
-            1.0, rate, True)
+            1.0, rate, True, True)
     step = jax.jit(lambda state: detector.step(state, *args))  # one compile for both
     between, alarm, _, change, std, _ = step(state._replace(since=jnp.asarray(105, jnp.int32)))
     assert not bool(alarm)
@@ -386,7 +408,7 @@ def test_each_onset_follows_how_much_of_a_change_the_learner_absorbed():
         X, target, untouched = sample
         error = target - X @ learned.w
         state, alarm, *_, signature = detector.step(state, X, error, jnp.ones(n), jnp.eye(n), error, learned.w, 1.0,
-                                                    columns, 1.0, rate, True)
+                                                    columns, 1.0, rate, True, True)
         learned, _ = rls.block_update(learned, X, target, 0.99, directional=True, PXt=learned.P @ X.T)
         plain, _ = rls.block_update(plain, X, untouched, 0.99, directional=True, PXt=plain.P @ X.T)
         return (learned, plain, detector.absorb(state, learned.P @ X.T, signature)), alarm

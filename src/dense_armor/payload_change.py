@@ -28,7 +28,8 @@ when the fitted mass change is both physically large and statistically clear:
 3. Decision: an alarm when ``|Delta_m| >= min_mass`` and ``|Delta_m| >= z std(Delta_m)``, in
    the window or in one a third as long (an exponential window dilutes a change with what came
    before it: the short one sees a large change sooner), once the learner has seen
-   ``arm_after`` seconds of samples and ``hold`` seconds after an alarm. The fits are solved and
+   ``arm_after`` seconds of motion (its own transient comes with the first motion, however long
+   the arm rested before it) and ``hold`` seconds after an alarm. The fits are solved and
    tested every ``every`` seconds (10 ms), not every sample: a change takes the test a large
    part of a second to become clear, and the solves are the detector's costliest step.
 4. Onsets. A window fit is blind to the part of a change the learner has already absorbed
@@ -162,6 +163,8 @@ class PayloadDetectorState(NamedTuple):
             (rows whitened by the noise only, errors under the baseline).
         b: (3, 10) the fits' ``sum Y_b' e``, the same way.
         since: () int32, samples since the start or the last alarm.
+        moved: () int32, samples in motion (a joint faster than the learner's Coulomb width)
+            since the start: the first test waits for ``arm_after`` seconds of them.
         tested: (3 + H, 10) the fitted changes at the last test and tested_std: (3 + H,) their
             masses' standard deviations (:meth:`PayloadDetector.fits`).
         alarmed: () bool, an alarm has been raised (the next test waits ``hold``, not
@@ -176,6 +179,7 @@ class PayloadDetectorState(NamedTuple):
     A: jax.Array
     b: jax.Array
     since: jax.Array
+    moved: jax.Array
     tested: jax.Array
     tested_std: jax.Array
     alarmed: jax.Array
@@ -194,7 +198,7 @@ class PayloadDetector(eqx.Module):
         window: s, the exponential window of the fit (its time constant).
         min_mass: kg, the smallest mass change that raises an alarm.
         z: the fitted mass change must be at least ``z`` standard deviations.
-        arm_after: s of samples before the first test (the learner's own transient).
+        arm_after: s of motion before the first test (the learner's own transient).
         hold: s after an alarm before the next test (the learner re-learns the body).
         every: s between tests (at most one a sample).
         prior: (10,) standard deviations of a payload change (:func:`payload_std`): the fit's
@@ -226,6 +230,7 @@ class PayloadDetector(eqx.Module):
         square, held = jnp.zeros((10, 10), dtype), jnp.zeros((HELD, 10, 10), dtype)
         return PayloadDetectorState(
             A=jnp.zeros((fits, 10, 10), dtype), b=jnp.zeros((fits, 10), dtype), since=jnp.zeros((), jnp.int32),
+            moved=jnp.zeros((), jnp.int32),
             tested=jnp.zeros((fits + ONSETS, 10), dtype), tested_std=jnp.zeros(fits + ONSETS, dtype),  # a test at since = 0
             alarmed=jnp.zeros((), bool), snapshots=jnp.broadcast_to(params, (SNAPSHOTS, p)), baseline=params,
             onsets=OnsetBank(jnp.zeros((p, ONSETS, 10), dtype), jnp.zeros((ONSETS, 10, 10), dtype),
@@ -266,7 +271,7 @@ class PayloadDetector(eqx.Module):
 
     @full_precision
     def step(self, state: PayloadDetectorState, Xw, ew, r, L, e_baseline, params, mass, columns: slice, correlation,
-             rate, valid):
+             rate, valid, moving):
         """Test the body's parameters for a change, then learn the sample into the fits.
 
         Args:
@@ -282,6 +287,7 @@ class PayloadDetector(eqx.Module):
             correlation: () the errors' integrated autocorrelation time, samples (>= 1).
             rate: samples per second.
             valid: () bool; an invalid sample changes nothing.
+            moving: () bool, the arm moves (a sample of motion for ``arm_after``).
 
         Returns:
             ``(state, alarm, baseline, change, std, signature)``: the new state, () bool, the
@@ -299,8 +305,8 @@ class PayloadDetector(eqx.Module):
                                      lambda: (state.tested, state.tested_std))
         change = len(WINDOWS)  # then the change since the last alarm, then the onsets
         m, m_std = estimate[change + 1 :, 0], std[change + 1 :]
-        wait = jnp.where(state.alarmed, jnp.asarray(self.hold, dtype), jnp.asarray(self.arm_after, dtype))
-        armed = state.since >= wait * rate
+        armed = jnp.where(state.alarmed, state.since >= jnp.asarray(self.hold, dtype) * rate,
+                          state.moved >= jnp.asarray(self.arm_after, dtype) * rate)
         # two windows: the long one for small changes, a third as long for quick large ones
         # (an exponential window dilutes a change with what came before it)
         mass_change = jnp.abs(estimate[:change, 0])
@@ -353,13 +359,15 @@ class PayloadDetector(eqx.Module):
             b=jnp.where(fresh, 0.0, bank.b) + dot_last(Sb, eb),
             age=jnp.where(new, 1, jnp.where(active, bank.age + 1, 0)), mass=jnp.where(new, mass, bank.mass))
         onsets = jax.tree.map(lambda a, f: jnp.where(valid, a, f), onsets, bank)
-        new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since), estimate, std, state.alarmed,
+        new_state = PayloadDetectorState(A, b, jnp.where(valid, state.since + 1, state.since),
+                                         jnp.where(valid & moving, state.moved + 1, state.moved), estimate, std, state.alarmed,
                                          snapshots, state.baseline, onsets, scores)
         # after an alarm: empty fits and onsets, snapshots of the restored baseline; the batch
         # means keep what they have released, this sample's release included (the held blocks
         # may have seen the change)
         empty = self.init(baseline, dtype)
-        restart = empty._replace(alarmed=jnp.ones((), bool), snapshots=jnp.broadcast_to(baseline, snapshots.shape),
+        restart = empty._replace(alarmed=jnp.ones((), bool), moved=new_state.moved,
+                                 snapshots=jnp.broadcast_to(baseline, snapshots.shape),
                                  scores=empty.scores._replace(long=scores.long, long_power=scores.long_power))
         new_state = jax.tree.map(lambda a, f: jnp.where(alarm, f, a), new_state, restart)
         signature = jnp.where(valid & ~alarm, signature, 0.0)

@@ -482,9 +482,10 @@ class RobotLearner(Learner):
             L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * (Xw @ PXt) * r[None, :]))
             columns = self._columns
             body_mass = jnp.asarray(self.model.inertia, dtype)[self.body, 0] + state.rls.w[columns.start]
+            # the detector arms on seconds of motion (a joint faster than the Coulomb width)
             detector, alarm, baseline, fitted, fitted_std, signature = self.detector.step(
                 state.detector, Xw, ew, r, L, (target - X @ state.detector.baseline) / scale, state.rls.w, body_mass, columns,
-                correlation, rate, valid)
+                correlation, rate, valid, jnp.any(speed >= self.coulomb_width))
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
             w, P = rls_state
@@ -522,8 +523,8 @@ class RobotLearner(Learner):
         # the errors' correlation, once the learner has settled, from the samples that look
         # like noise: a change it has not followed is correlated by nature, and must not blind
         # the payload test (before, every sample counts: the learner's own transient is no change)
-        settled = 0.0 if self.detector is None else jnp.asarray(self.detector.arm_after, dtype) * rate
-        noisy = ((raw < NOISE_CLIP) & (standard**2 < NOISE_CLIP)) | (state.count < settled)
+        unsettled = False if self.detector is None else state.detector.moved < jnp.asarray(self.detector.arm_after, dtype) * rate
+        noisy = ((raw < NOISE_CLIP) & (standard**2 < NOISE_CLIP)) | unsettled
         # an error beyond EXCESS_LIMIT variances is a change (or an outlier), not misfit
         band = band * (standard**2 < EXCESS_LIMIT)[:, None]
         excess_weight = jnp.minimum(noise.excess_weight + band, jnp.asarray(self.noise_time, dtype) * rate)
