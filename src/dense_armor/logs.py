@@ -617,7 +617,6 @@ class LogStream:
         self._drop_unordered = drop_unordered
         self._causal, self._cutoff, self._resample, self._max_gap, self._chunk = causal, cutoff, resample, max_gap, chunk
         self._angles = np.zeros(len(info.joints), bool) if angles is None else np.asarray(angles, bool)
-        self._bridge_default = max_gap is None
         self._turns = None  # (the last logged angles, or None at a segment's start; their unwrapping offsets)
 
     def __iter__(self) -> Iterator[dict]:
@@ -679,6 +678,8 @@ class LogStream:
                 if not untimed:
                     self._start(steps, t)
                     diff = self._differentiator()
+                    if self._max_gap is None:  # by default, a gap short against the cut-off's period too
+                        self._max_gap = max(BRIDGE * info.period, BRIDGE_CUTOFF / info.cutoff if diff else 0.0)
             rows = {"t": t, **{k: raw[k] for k in QUANTITIES if k in raw}}
             if self._scale is not None:
                 rows["tau"] = rows["tau"] * self._scale
@@ -780,9 +781,7 @@ class LogStream:
         else:
             raise LogError(f"{info.source}: one sample: no sampling period to estimate derivatives with")
         info.period = period
-        if self._max_gap is None:
-            self._max_gap = BRIDGE * period
-        elif not (self._max_gap > 0):
+        if self._max_gap is not None and not (self._max_gap > 0):
             raise LogError(f"{info.source}: max_gap must be a positive number of seconds, got {self._max_gap}")
 
     def _differentiator(self):
@@ -797,8 +796,6 @@ class LogStream:
         info.resample = self._resample
         if not (info.cutoff > 0 and math.isfinite(info.cutoff)):
             raise LogError(f"the differentiator's cut-off must be a positive number of Hz, got {info.cutoff}")
-        if self._bridge_default:  # a gap short against the cut-off's period is bridged too
-            self._max_gap = max(self._max_gap, BRIDGE_CUTOFF / info.cutoff)
         try:
             return derivatives.Differentiator(info.cutoff, rate, causal=self._causal, resample=self._resample, chunk=self._chunk)
         except ValueError as err:
