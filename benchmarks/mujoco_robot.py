@@ -367,7 +367,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
              change: str = "steady", change_time: float | None = None, motion: str = "sines",
              velocities: bool = True, jitter: float = 0.3, drops: bool | None = None, gain_error: float = 0.03,
              noise: tuple = (0.01, 0.03), unmodelled: bool = False, cad: bool = False, rest: float = 0.0,
-             period: float = 10.0) -> Simulated:
+             sine_period: float = 10.0) -> Simulated:
     """One realistic log of ``robot``.
 
     Args:
@@ -390,7 +390,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
             as without).
         rest: s the arm rests at its first position before the moves begin (a log started
             before the robot's program; ``"moves"`` only, which start from rest).
-        period: s, the sines' fundamental period (slower excitation when longer).
+        sine_period: s, the sines' fundamental period (slower excitation when longer).
     """
     if change not in ("steady", "pick", "drop"):
         raise ValueError(f"change: {change!r}")
@@ -399,7 +399,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
     rng = np.random.default_rng([seed, int(rate), {"steady": 0, "pick": 1, "drop": 2}[change], motion == "moves"])
     plain, loaded, names, parts = true_robot(robot, seed, cad)
     n = plain.nv
-    path = sines(plain, duration, rng, period=period) if motion == "sines" else moves(plain, duration, rng)
+    path = sines(plain, duration, rng, period=sine_period) if motion == "sines" else moves(plain, duration, rng)
     period = 1.0 / rate
     count = int(round(duration * rate))
     t = np.arange(count) * period + rng.uniform(-jitter, jitter, count) * period

@@ -77,13 +77,13 @@ CAD = (
 
 def case(robot: str, rate: float, scenario: str, seed: int, causal: bool = False, duration: float = DURATION,
          unmodelled: bool = False, cad: bool = False, motion: str | None = None, rest: float = 0.0,
-         period: float = 10.0):
+         sine_period: float = 10.0):
     """Simulate, replay through the command line, fit the batch reference; the run's figures.
-    The motion is ``motion``, by default sines (of a ``period`` s fundamental) for even seeds and
+    The motion is ``motion``, by default sines (of a ``sine_period`` s fundamental) for even seeds and
     moves for odd ones."""
     motion = motion or ("sines" if seed % 2 == 0 else "moves")
     sim = mr.simulate(robot, seed, rate, duration, scenario, motion=motion, velocities=seed % 2 == 0, unmodelled=unmodelled,
-                      cad=cad, rest=rest, period=period)
+                      cad=cad, rest=rest, sine_period=sine_period)
     spec = mr.ROBOTS[robot]
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)

@@ -168,5 +168,5 @@ def test_slow_excitation_through_the_frictions_soft_onset_raises_no_false_alarm(
     rad/s, where MuJoCo's friction (linear up to about 0.1 rad/s on that joint) is not the
     learner's smooth sign of width 0.02 rad/s; the misfit is at the noise's level but lasts,
     and at 10.6 s an onset's fit takes it for a 2.9 kg payload."""
-    r = case("ur5", 100.0, "steady", 4, period=40.0)
+    r = case("ur5", 100.0, "steady", 4, sine_period=40.0)
     assert r["false_alarms"] == 0, r
