@@ -152,7 +152,8 @@ def test_stepper_tick_is_a_step_then_a_prediction_at_the_reference(kind):
     assert int(ticked.state.count) == 108
 
 
-@pytest.mark.parametrize("kind", ["five-feature", "payload", "robot"])
+# the robot learner's compile outside 64-bit mode is the default run's longest: it runs with the slow ones
+@pytest.mark.parametrize("kind", ["five-feature", "payload", pytest.param("robot", marks=pytest.mark.slow)])
 def test_a_float64_state_computes_in_float64_or_is_refused_outside_64_bit_mode(kind):
     """Outside 64-bit mode, a ``Stepper`` of a float64 state (JAX or NumPy leaves, a wrapper's
     ``.state``) computes in float64 all the same, bit for bit as inside it; the functional
