@@ -265,6 +265,10 @@ class PayloadDetector(eqx.Module):
         """(2,) the windows' forgetting factors per sample."""
         return jnp.exp(-1.0 / (jnp.asarray(self.window, dtype) * jnp.array(WINDOWS, dtype) * jnp.asarray(rate, dtype)))
 
+    def moved_enough(self, state: PayloadDetectorState, rate) -> jax.Array:
+        """() bool: ``arm_after`` seconds of motion seen (the learner's own transient is past)."""
+        return state.moved >= jnp.asarray(self.arm_after, state.b.dtype) * rate
+
     def settling(self, state: PayloadDetectorState, rate) -> jax.Array:
         """() bool: within ``hold`` seconds after an alarm (the learner learns the body only)."""
         return state.alarmed & (state.since < jnp.asarray(self.hold, state.b.dtype) * rate)
@@ -305,8 +309,7 @@ class PayloadDetector(eqx.Module):
                                      lambda: (state.tested, state.tested_std))
         change = len(WINDOWS)  # then the change since the last alarm, then the onsets
         m, m_std = estimate[change + 1 :, 0], std[change + 1 :]
-        armed = jnp.where(state.alarmed, state.since >= jnp.asarray(self.hold, dtype) * rate,
-                          state.moved >= jnp.asarray(self.arm_after, dtype) * rate)
+        armed = jnp.where(state.alarmed, state.since >= jnp.asarray(self.hold, dtype) * rate, self.moved_enough(state, rate))
         # two windows: the long one for small changes, a third as long for quick large ones
         # (an exponential window dilutes a change with what came before it)
         mass_change = jnp.abs(estimate[:change, 0])

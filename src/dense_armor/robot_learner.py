@@ -523,7 +523,7 @@ class RobotLearner(Learner):
         # the errors' correlation, once the learner has settled, from the samples that look
         # like noise: a change it has not followed is correlated by nature, and must not blind
         # the payload test (before, every sample counts: the learner's own transient is no change)
-        unsettled = False if self.detector is None else state.detector.moved < jnp.asarray(self.detector.arm_after, dtype) * rate
+        unsettled = False if self.detector is None else ~self.detector.moved_enough(state.detector, rate)
         noisy = ((raw < NOISE_CLIP) & (standard**2 < NOISE_CLIP)) | unsettled
         # an error beyond EXCESS_LIMIT variances is a change (or an outlier), not misfit
         band = band * (standard**2 < EXCESS_LIMIT)[:, None]
