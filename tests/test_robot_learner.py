@@ -326,9 +326,11 @@ def test_the_first_test_waits_for_seconds_of_motion_not_of_samples():
     # motion, so a long rest does not arm the detector; an alarm keeps the count of motion
     detector, n, p, columns, rate = PayloadDetector(arm_after=0.5, every=0.0), 3, 28, slice(10, 20), 100.0
     rng = np.random.default_rng(18)
-    state = detector.init(jnp.zeros(p), jnp.float64)
-    # a long window that has fitted a 3 kg change, certain: an armed step raises an alarm
-    state = state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6))
+
+    def certain(state):  # a long window that has fitted a 3 kg change, certain: an armed step raises an alarm
+        return state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6))
+
+    state = certain(detector.init(jnp.zeros(p), jnp.float64))
     args = (jnp.asarray(rng.normal(size=(n, p))), jnp.zeros(n), jnp.ones(n), jnp.eye(n), jnp.zeros(n), jnp.zeros(p), 1.0,
             columns, 1.0, rate, True)
     step = jax.jit(lambda state, moving: detector.step(state, *args, moving)[:2])
@@ -337,9 +339,9 @@ def test_the_first_test_waits_for_seconds_of_motion_not_of_samples():
         assert not bool(alarm) and int(rest.moved) == 0
     state = state._replace(since=jnp.asarray(300, jnp.int32))
     for k in range(50):  # then 0.5 s of motion
-        state, alarm = step(state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6)), True)
+        state, alarm = step(certain(state), True)
         assert not bool(alarm) and int(state.moved) == k + 1
-    state, alarm = step(state._replace(A=state.A.at[1].set(1e6 * jnp.eye(10)), b=state.b.at[1, 0].set(3e6)), True)
+    state, alarm = step(certain(state), True)
     assert bool(alarm) and int(state.moved) == 51 and int(state.since) == 0
 
 
