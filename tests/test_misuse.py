@@ -172,13 +172,24 @@ def test_state_files_know_what_they_belong_to(tmp_path):
     with pytest.raises(ValueError, match="does not say which learner and robot"):
         RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "anonymous.npz")
     data = dict(np.load(tmp_path / "x"))
+    del data["paths"]  # as a file saved when the whole-robot learner kept P itself: same shapes, P read as S
+    with open(tmp_path / "covariance.npz", "wb") as f:
+        np.savez(f, **data)
+    with pytest.raises(ValueError, match="before the whole-robot learner kept its covariance as a factor"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "covariance.npz")
+    data["paths"] = np.array(str(np.load(tmp_path / "x")["paths"]).replace(".rls.S", ".rls.P"))
+    with open(tmp_path / "layout.npz", "wb") as f:
+        np.savez(f, **data)
+    with pytest.raises(ValueError, match=r"another layout \(\.rls\.P in the file, \.rls\.S here\)"):
+        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "layout.npz")
+    data = dict(np.load(tmp_path / "p"))
     P = next(k for k, v in data.items() if v.ndim == 2 and v.shape[0] == v.shape[1] and v.shape[0] > 2)
     data[P] = -data[P]  # symmetric, finite, and no covariance
     del data["checksum"]  # in a file saved before checksums, the covariance's own check
     with open(tmp_path / "negative.npz", "wb") as f:
         np.savez(f, **data)
     with pytest.raises(ValueError, match="not positive semi-definite"):
-        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "negative.npz")
+        PayloadResidualDynamicsLearner(NOMINAL).load(tmp_path / "negative.npz")
 
 
 def test_the_plain_rls_takes_turns_between_threads_and_checks_its_keys():

@@ -124,8 +124,8 @@ def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
                                                 for x in (lean, every))
     np.testing.assert_allclose(out_lean.prediction, out_every.prediction, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(out_lean.alarm, out_every.alarm)
-    np.testing.assert_allclose(lean.full(*s_lean.rls)[0], s_every.rls.w, atol=1e-9)
-    np.testing.assert_allclose(lean.full(*s_lean.rls)[1], s_every.rls.P, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(lean.full(s_lean.rls.w), s_every.rls.w, atol=1e-9)
+    np.testing.assert_allclose(lean.full(s_lean.rls.w, s_lean.rls.P)[1], s_every.rls.P, rtol=1e-7, atol=1e-12)
     est_lean, est_every = robot_learner.estimate(lean, s_lean), robot_learner.estimate(every, s_every)
     for field in ("mass", "mass_std", "com", "inertia", "armature", "viscous", "coulomb"):
         np.testing.assert_allclose(getattr(est_lean, field), getattr(est_every, field), rtol=1e-6, atol=1e-9, err_msg=field)

@@ -710,6 +710,7 @@ def save_state(path, state, learner=None) -> None:
     leaves = jax.tree.leaves(state)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     arrays["checksum"] = np.array(_checksum(arrays.values()))
+    arrays["paths"] = np.array(json.dumps(_paths(state)))
     if learner is not None:
         arrays.update({f"identity_{k}": np.array(v) for k, v in identity(learner).items()})
     if hasattr(path, "write"):
@@ -753,8 +754,9 @@ def _read(path):
 def load_state(path: str | Path, like, learner=None):
     """Read a state written by :func:`save_state`, shaped like the template ``like``.
 
-    Checks, before anything is returned: the file is an NPZ of this structure, shapes and
-    dtypes, its arrays those its checksum was computed from (a file saved before checksums has
+    Checks, before anything is returned: the file is an NPZ of this structure (each array where
+    the template has it: ``.rls.S``, not ``.rls.P``), shapes and dtypes, its arrays those its
+    checksum was computed from (a file saved before checksums has
     none); with ``learner``, that it was saved for the same kind of learner, robot and options
     (a file saved without its learner's identity is refused); every array is finite and each
     covariance symmetric positive semi-definite. Loading never executes code, and a float64
@@ -781,8 +783,17 @@ def load_state(path: str | Path, like, learner=None):
         if differs:
             raise ValueError(f"{path}: a state of another learner configuration ({differs}; a state belongs to "
                              "the options it was learned with)")
+    if "paths" in files:
+        saved, now = json.loads(str(loaded["paths"])), _paths(like)
+        if saved != now:
+            differs = next((f"{a} in the file, {b} here" for a, b in zip(saved, now) if a != b), "more arrays")
+            raise ValueError(f"{path}: a state of another layout ({differs}): a state of another learner, or of "
+                             "another version of dense_armor")
+    elif any(p.endswith(".S") for p in _paths(like)):  # same shapes, another meaning
+        raise ValueError(f"{path}: a state saved before the whole-robot learner kept its covariance as a factor "
+                         ": it cannot be read as one")
     names = [f"leaf_{i}" for i in range(len(leaves))]
-    kept = {f"identity_{k}" for k in stored} | {"checksum"}
+    kept = {f"identity_{k}" for k in stored} | {"checksum", "paths"}
     if any(name not in files for name in names) or files - set(names) - kept:
         raise ValueError(f"{path}: holds {len(files - kept)} arrays, the learner's state has "
                          f"{len(leaves)}: a state of another learner or robot")
@@ -809,6 +820,11 @@ def load_state(path: str | Path, like, learner=None):
         if np.any(eig < -tol):
             raise ValueError(f"{path}: a covariance is not positive semi-definite: a damaged or edited state")
     return state
+
+
+def _paths(state) -> list[str]:
+    """Where each array of a state sits in it (``.rls.w``, ``.noise.variance``...)."""
+    return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
 
 
 def _sha256(arrays, h=None):

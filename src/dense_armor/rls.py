@@ -74,11 +74,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dense_armor.compiler import dot_last, full_precision, max_last
 
 __all__ = [
     "RLSState",
+    "FactorState",
     "init",
     "predict",
     "prior_variance",
@@ -87,6 +89,8 @@ __all__ = [
     "update_if_finite",
     "update_rows",
     "block_update",
+    "factor_update",
+    "decouple",
     "Innovation",
 ]
 
@@ -299,16 +303,13 @@ class Innovation(NamedTuple):
 
     Attributes:
         error: ``(..., m)`` prior errors ``y - X w``.
-        gram: ``(..., m, m)`` ``G = X P X'``, the rows' prior variance in noise units.
-        covariance: ``(..., m, m)`` ``S = lam I + G``, the prior errors' covariance.
-        standardized: ``(..., m)`` ``S^-1 e``.
-        explained: ``(..., m)`` the diagonal of ``S^-1 G``.
+        standardized: ``(..., m)`` ``S^-1 e``, ``S = lam I + X P X'`` the prior errors'
+            covariance in noise units (``I + X P X' / lam`` with directional forgetting).
+        explained: ``(..., m)`` the diagonal of ``S^-1 X P X'``.
         gain: ``(..., p, m)`` ``K``, the update ``w <- w + K e`` (``P_new X'``).
     """
 
     error: jax.Array
-    gram: jax.Array
-    covariance: jax.Array
     standardized: jax.Array
     explained: jax.Array
     gain: jax.Array
@@ -359,7 +360,7 @@ def block_update(
         forget = jnp.where(keep, (1 - lam[..., None]) / (lam[..., None] * jnp.where(keep, g, 1)), 0)
         Ct = dot_last(PXt[..., :, None, :], jnp.swapaxes(V, -1, -2)[..., None, :, :])  # P X' V, summed over the m rows
         if given and not joseph:
-            return _eigen_update(w, P, G / lam0, V, jnp.maximum(g, 0), Ct, forget, err, lam, max_trace)
+            return _eigen_update(w, P, V, jnp.maximum(g, 0), Ct, forget, err, lam, max_trace)
         forgotten = (Ct * forget[..., None, :]) @ jnp.swapaxes(V, -1, -2) @ jnp.swapaxes(PXt, -1, -2)  # c P X' G^+ X P
         if given:  # P_f X' = P X' / lam; the Joseph form (the only one here) needs P_f itself
             P = P + forgotten
@@ -381,14 +382,12 @@ def block_update(
     else:
         P_new = (P - PXt @ Kt) / lam2
     P_new = _bound_trace(_sym(P_new), max_trace)
-    return RLSState(w=w_new, P=P_new), Innovation(err, G, S, standardized, jnp.sum(Kt * X, axis=-1),
-                                                  jnp.swapaxes(Kt, -1, -2))
+    return RLSState(w=w_new, P=P_new), Innovation(err, standardized, jnp.sum(Kt * X, axis=-1), jnp.swapaxes(Kt, -1, -2))
 
 
-def _eigen_update(w, P, G, V, g, Ct, forget, err, lam, max_trace):
+def _eigen_update(w, P, V, g, Ct, forget, err, lam, max_trace):
     """Directional forgetting and the update in one correction of ``P``, from the rows'
-    ``X P X' = V diag(g) V'``, ``Ct = P X' V`` and ``G = X P X' / lam`` (as the update sees it):
-    ``S = I + G``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and ``P <- P + Ct diag(d) Ct'``
+    ``X P X' = V diag(g) V'`` and ``Ct = P X' V``: the update sees ``S = I + X P X' / lam``, so ``S^-1 = V diag(lam / (lam + g)) V'``, and ``P <- P + Ct diag(d) Ct'``
     with ``d = c / g - 1 / (lam (lam + g))`` (``c / g`` the forgetting, 0 where ``g`` is not
     excited). Written ``Dt (sign(d) Dt)'``, ``Dt = Ct sqrt|d|``, the correction is symmetric as
     computed: no symmetrising pass over ``P``."""
@@ -400,9 +399,97 @@ def _eigen_update(w, P, G, V, g, Ct, forget, err, lam, max_trace):
     Dt = Ct * jnp.sqrt(jnp.abs(d))[..., None, :]
     P_new = _bound_trace(P + Dt @ jnp.swapaxes(Dt * jnp.sign(d)[..., None, :], -1, -2), max_trace)
     gain = dot_last((Ct * inv[..., None, :])[..., :, None, :], V[..., None, :, :])  # K = P X' V diag(inv) V'
-    innovation = Innovation(err, G, jnp.eye(g.shape[-1], dtype=G.dtype) + G, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve),
-                            jnp.einsum("...ik,...k->...i", V**2, g * inv), gain)
+    innovation = Innovation(err, jnp.einsum("...ik,...k->...i", V, lam * inv * Ve), jnp.einsum("...ik,...k->...i", V**2, g * inv), gain)
     return RLSState(w=w_new, P=P_new), innovation
+
+
+class FactorState(NamedTuple):
+    """RLS state with the covariance kept as a square-root factor, ``P = S S'``.
+
+    ``S`` spans the square root of ``P``'s range: where ``P`` spans the prior of a direction
+    the data never excite and the residue of a direction they identify well (nine decades on a
+    robot after a minute at 1 kHz, past float32's resolution), ``S`` spans half as many, and
+    ``S S'`` is positive semi-definite whatever the rounding.
+
+    Attributes:
+        w: Weights, shape ``(..., p)``.
+        S: Any factor of the covariance, shape ``(..., p, p)`` (not triangular: it is
+            multiplied on the right at each update).
+    """
+
+    w: jax.Array
+    S: jax.Array
+
+    @property
+    def P(self) -> jax.Array:
+        """The covariance ``S S'`` (..., p, p)."""
+        return self.S @ jnp.swapaxes(self.S, -1, -2)
+
+
+def factor_update(
+    state: FactorState,
+    X: ArrayLike,
+    y: ArrayLike,
+    lam: ArrayLike = 1.0,
+    *,
+    directional: bool = False,
+    F: ArrayLike | None = None,
+) -> tuple[FactorState, Innovation]:
+    """:func:`block_update` on a :class:`FactorState`: the same estimate, its factor updated.
+
+    With ``F = S' X'`` (..., p, m) (passed when the caller has it) and ``F' F = X P X' = V
+    diag(g) V'``, every update is ``S <- S (c I + F V diag(q) V' F')``: it scales the directions
+    ``u_k = F v_k / sqrt(g_k)`` that the rows probe by ``f_k = 1 / sqrt(lam_k + g_k)`` and the
+    rest by ``c``, so ``P <- S (c^2 (I - U U') + U diag(f^2) U') S'`` and ``q = (f - c) / g``.
+    Without directional forgetting ``lam_k = lam`` and ``c = 1 / sqrt(lam)``: ``(P - P X' (lam
+    I + X P X')^-1 X P) / lam``. With it ``c = 1`` and ``lam_k = lam`` on the excited directions
+    (``g_k`` above ``sqrt(eps)`` of the largest), 1 on the others: :func:`block_update`'s
+    information form ``R <- R - (1 - lam) X' G^+ X + X' X``. The gain is ``K = P_new X' = S F V
+    diag(f^2) V'``.
+    """
+    _check_lam(lam)
+    w, S = state
+    dt = w.dtype
+    X = jnp.asarray(X, dt)
+    y = jnp.asarray(y, dt)
+    lam = jnp.asarray(lam, dt)[..., None]
+    F = jnp.asarray(F, dt) if F is not None else jnp.swapaxes(S, -1, -2) @ jnp.swapaxes(X, -1, -2)
+    g, V = jnp.linalg.eigh(jnp.swapaxes(F, -1, -2) @ F)
+    g = jnp.maximum(g, 0)
+    FV, PXtV = F @ V, S @ (F @ V)  # (..., p, m): F V, and P X' V = S F V
+    err = y - jnp.einsum("...mi,...i->...m", X, w)
+    if directional:
+        keep = g > jnp.sqrt(jnp.finfo(dt).eps) * jnp.max(g, axis=-1, keepdims=True)
+        lam_k, a = jnp.where(keep, lam, 1), jnp.ones_like(lam)
+        forget = jnp.where(keep, (1 - lam) / jnp.where(keep, g, 1), 0)  # (1 - lam_k) / g
+    else:
+        lam_k, a = lam, jnp.sqrt(lam)
+        forget = jnp.zeros_like(g)
+    inv = 1 / (lam_k + g)
+    # q = (f - c) / g, c = 1 / a, written without dividing by a vanishing g:
+    # (1/b - 1/a) / g = ((a^2 - lam_k) / g - 1) / (a b (a + b)), b = sqrt(lam_k + g)
+    b = jnp.sqrt(lam_k + g)
+    q = (forget - 1) / (a * b * (a + b))
+    S_new = S / a[..., None] + (PXtV * q[..., None, :]) @ jnp.swapaxes(FV, -1, -2)
+    Ve = jnp.einsum("...m,...mk->...k", err, V)  # V' e
+    w_new = w + jnp.einsum("...ik,...k->...i", PXtV, inv * Ve)
+    gain = (PXtV * inv[..., None, :]) @ jnp.swapaxes(V, -1, -2)
+    seen = lam_k if directional else jnp.ones_like(lam_k)  # S^-1 = V diag(seen / (lam_k + g)) V'
+    innovation = Innovation(err, jnp.einsum("...ik,...k->...i", V, seen * inv * Ve), jnp.einsum("...ik,...k->...i", V**2, g * inv), gain)
+    return FactorState(w_new, S_new), innovation
+
+
+def decouple(S: jax.Array, block: slice, variance: ArrayLike) -> jax.Array:
+    """The factor of the covariance with ``block``'s parameters made independent of the rest
+    and their variances raised by ``variance`` (k,): the rest's covariance kept, the block's
+    ``P_bb + diag(variance)``, none between them. The other rows of ``S`` (p, p) are kept and the
+    block's rebuilt in the orthogonal complement of theirs (a QR), so the two are orthogonal."""
+    p = S.shape[-1]
+    rest = np.r_[0 : block.start, block.stop : p]
+    complement = jnp.linalg.qr(S[rest].T, mode="complete")[0][:, len(rest) :]  # (p, k)
+    Sb = S[block]
+    L = jnp.linalg.cholesky(_sym(Sb @ Sb.T) + jnp.diag(jnp.asarray(variance, S.dtype)))
+    return S.at[block].set(L @ complement.T)
 
 
 @full_precision

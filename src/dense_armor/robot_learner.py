@@ -17,10 +17,11 @@ The URDF is the prior. Its mean is the URDF's inertial parameters and the model'
 (zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction
 of each inertial parameter (30 %) with floors, and torque-scaled deviations for the joint terms.
 The learner keeps the deviation ``w = theta - theta_URDF`` and its covariance ``P`` (the
-posterior, in parameter units), so the first prediction is the URDF's and directions the data do
-not excite stay exactly at the prior: with a proper prior the posterior exists whatever the
-excitation, and no symbolic reduction to base parameters is needed (the unidentifiable
-combinations keep ``P``'s prior variance).
+posterior, in parameter units, kept as a factor ``S S'``: ``P`` soon spans more decades than
+float32 resolves, its factor half as many), so the first prediction is the URDF's and directions
+the data do not excite stay exactly at the prior: with a proper prior the posterior exists
+whatever the excitation, and no symbolic reduction to base parameters is needed (the
+unidentifiable combinations keep ``P``'s prior variance).
 
 Noise. Each joint's equation is weighted by its spread ``s_j^2``: its noise variance ``r_j`` and,
 near rest, the friction band below. ``r_j`` is learned online: after a sample, ``r_j <- r_j (1 +
@@ -243,15 +244,15 @@ class RobotState(NamedTuple):
 
     Attributes:
         rls: ``w`` (p,) the learned parameters' deviation from the URDF
-            (:attr:`RobotLearner.parameter_names`), ``P`` (p, p) its covariance (the
-            posterior, in parameter units).
+            (:attr:`RobotLearner.parameter_names`), ``S`` (p, p) a factor of its covariance
+            ``P = S S'`` (the posterior, in parameter units; :class:`~dense_armor.rls.FactorState`).
         count, rejected, alarms: samples learned, skipped (non-finite), payload alarms.
         noise: the noise picture (:class:`NoiseState`).
         trust: the residual's trust (:class:`TrustState`).
         detector: the payload detector's state, or ``None``.
     """
 
-    rls: rls.RLSState
+    rls: rls.FactorState
     count: jax.Array
     rejected: jax.Array
     alarms: jax.Array
@@ -390,13 +391,13 @@ class RobotLearner(Learner):
         return full, jnp.diag(jnp.asarray(self.std, P.dtype) ** 2).at[np.ix_(learned, learned)].set(P)
 
     def init(self, dtype=None) -> RobotState:
-        """The prior: ``w = 0`` (the URDF), ``P = diag(std^2)``; the prior's noise level."""
+        """The prior: ``w = 0`` (the URDF), ``S = diag(std)``; the prior's noise level."""
         dtype = learners.state_dtype(dtype)
         n, zero = self.model.n, jnp.zeros((), jnp.int32)
         std = jnp.asarray(self.std, dtype)[np.asarray(self.learned)]
         fzero, bands = jnp.zeros(n, dtype), (n, len(SPEED_BANDS) + 1)
         return RobotState(
-            rls=rls.RLSState(jnp.zeros_like(std), jnp.diag(std**2)),
+            rls=rls.FactorState(jnp.zeros_like(std), jnp.diag(std)),
             count=zero, rejected=zero, alarms=zero,
             noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero,
                              jnp.ones(bands, dtype), jnp.full(bands, PRIOR_SAMPLES, dtype)),
@@ -461,11 +462,12 @@ class RobotLearner(Learner):
         correlation = _correlation(noise)
 
         rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
-        PXt = state.rls.P @ Xw.T  # the update's largest product, computed once
+        F = state.rls.S.T @ Xw.T  # S' X': X P X' = F' F, positive semi-definite as computed
+        G = F.T @ F
         # the prior errors over their predictive spread (noise and the parameters' uncertainty):
         # what the errors' correlation is measured on, so that a transient the learner expects
         # (a body re-opened after an alarm) cannot pass for correlated noise
-        standard = ew / jnp.sqrt(1.0 + jnp.sum(PXt * Xw.T, axis=0))
+        standard = ew / jnp.sqrt(1.0 + jnp.diagonal(G))
         # each joint's speed band, and its excess there (the velocity is the viscous column)
         speed = jnp.abs(jnp.diagonal(X[:, self._joint_columns("viscous")]))
         band = jax.nn.one_hot(jnp.sum(speed[:, None] >= jnp.asarray(SPEED_BANDS, dtype) * self.coulomb_width, axis=1),
@@ -479,7 +481,7 @@ class RobotLearner(Learner):
             # errors whitened by their prior covariance, I + tau X P X' (the parameters'
             # uncertainty counted at the errors' correlation time): a configuration the
             # learner has not yet learned does not look like a payload
-            L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * (Xw @ PXt) * r[None, :]))
+            L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * G * r[None, :]))
             columns = self._columns
             body_mass = jnp.asarray(self.model.inertia, dtype)[self.body, 0] + state.rls.w[columns.start]
             # the detector arms on seconds of motion (a joint faster than the Coulomb width)
@@ -488,26 +490,22 @@ class RobotLearner(Learner):
                 correlation, rate, valid, jnp.any(speed >= self.coulomb_width))
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
-            w, P = rls_state
+            w, S = rls_state
             body = jnp.arange(self.num_parameters)
             body = (body >= columns.start) & (body < columns.stop)
-            prior = jnp.zeros(self.num_parameters, dtype).at[columns].set(jnp.asarray(self.detector.prior, dtype) ** 2)
-
-            def reopened(P):  # read by the update's correction and by the rare settling branch, never stored
-                opened = jnp.where(body[:, None] & body[None, :], P + jnp.diag(prior), jnp.where(body[:, None] | body[None, :], 0.0, P))
-                return jnp.where(alarm, opened, P)
-
-            rls_state = rls.RLSState(jnp.where(alarm, baseline, w), reopened(P))
+            prior = jnp.asarray(self.detector.prior, dtype) ** 2
+            S = jax.lax.cond(alarm, lambda: rls.decouple(S, columns, prior), lambda: S)
+            rls_state = rls.FactorState(jnp.where(alarm, baseline, w), S)
             # ... and, while it settles, learned alone (the rest held: their columns moved
             # into the target)
             settling = alarm | self.detector.settling(state.detector, rate)
             held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
             y = y - (rows * held) @ rls_state.w
             rows = rows * (1.0 - held)
-            PXt = jax.lax.cond(settling, lambda: reopened(P) @ rows.T, lambda: PXt)
+            F = jax.lax.cond(settling, lambda: S.T @ rows.T, lambda: F)
 
         lam = jnp.asarray(self.lam, dtype)
-        rls_state, innovation = rls.block_update(rls_state, rows, y, lam, directional=self.forgets, PXt=PXt)
+        rls_state, innovation = rls.factor_update(rls_state, rows, y, lam, directional=self.forgets, F=F)
         if self.detector is not None:
             detector = self.detector.absorb(detector, innovation.gain, signature)
 
@@ -540,7 +538,7 @@ class RobotLearner(Learner):
             # before any alarm, the body's learned correction; after one, the change fitted
             # to the samples since it
             fitted_since = state.detector.alarmed
-            learned_std = jnp.sqrt(jnp.maximum(rls_state.P[columns.start, columns.start], 0.0) * correlation)
+            learned_std = jnp.sqrt(jnp.sum(rls_state.S[columns.start] ** 2) * correlation)
             change = jnp.where(fitted_since, fitted, rls_state.w[columns] - detector.baseline[columns])
             mass = change[0]
             com = change[1:4] / jnp.where(jnp.abs(mass) > 0, mass, 1.0)
@@ -641,7 +639,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
             threshold)`` of its prior variance; default 1: the prior still dominates).
     """
     learners.check_precision(state.rls.w.dtype)
-    w, P = learner.full(*state.rls)
+    w, P = learner.full(state.rls.w, state.rls.P)
     dtype = w.dtype
     bodies = learner.model.n_bodies
     std = jnp.asarray(learner.std, dtype)
