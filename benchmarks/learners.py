@@ -286,7 +286,7 @@ def measure_replays(quick: bool, kinds=KINDS, plain: bool = False) -> dict:
 
 
 def block_rls_us(core, state, traj) -> float:
-    """Per-sample cost of the whole-robot learner's RLS update alone (``rls.block_update`` over
+    """Per-sample cost of the whole-robot learner's RLS update alone (``rls.learn_rows`` over
     the same rows, with its forgetting) in a ``lax.scan`` compiled as ``learners.replay`` is: what
     its noise model, payload detector and gating add is the rest of its step."""
     import jax
@@ -297,7 +297,7 @@ def block_rls_us(core, state, traj) -> float:
 
     def update(s, xs):
         X, y = xs
-        return rls.block_update(s, X, y, core.lam, directional=core.forgets, PXt=s.P @ X.T)[0], None
+        return rls.learn_rows(s, X, y, core.lam, directional=core.forgets, product=rls.rows_covariance(s, X)[1])[0], None
 
     run = compiler.jit(lambda s, X, y: jax.lax.scan(update, s, (X, y))[0])
     jax.block_until_ready(run(state.rls, prepared.x, prepared.target))

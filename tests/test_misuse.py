@@ -7,6 +7,8 @@ import re
 import threading
 import warnings
 
+import chex
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,17 +173,18 @@ def test_state_files_know_what_they_belong_to(tmp_path):
         np.savez(f, **anonymous)
     with pytest.raises(ValueError, match="does not say which learner and robot"):
         RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "anonymous.npz")
-    data = dict(np.load(tmp_path / "x"))
-    del data["paths"]  # as a file saved when the whole-robot learner kept P itself: same shapes, P read as S
+    core = RobotResidualDynamicsLearner(NOMINAL, rate=100.0).learner
+    state32 = learners.init(core, jnp.float32)  # its covariance as a factor
+    learners.save_state(tmp_path / "f32.npz", state32, core)
+    chex.assert_trees_all_equal(learners.load_state(tmp_path / "f32.npz", state32, core), state32)
+    with pytest.raises(ValueError, match=r"another layout \(\.rls\.P in the file, \.rls\.S here\)"):
+        learners.load_state(tmp_path / "x", state32, core)  # a float64 state keeps P itself
+    data = dict(np.load(tmp_path / "f32.npz"))
+    del data["paths"]  # as saved when the whole-robot learner kept P in float32 too: same shapes, P read as S
     with open(tmp_path / "covariance.npz", "wb") as f:
         np.savez(f, **data)
-    with pytest.raises(ValueError, match="before the whole-robot learner kept its covariance as a factor"):
-        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "covariance.npz")
-    data["paths"] = np.array(str(np.load(tmp_path / "x")["paths"]).replace(".rls.S", ".rls.P"))
-    with open(tmp_path / "layout.npz", "wb") as f:
-        np.savez(f, **data)
-    with pytest.raises(ValueError, match=r"another layout \(\.rls\.P in the file, \.rls\.S here\)"):
-        RobotResidualDynamicsLearner(NOMINAL, rate=100.0).load(tmp_path / "layout.npz")
+    with pytest.raises(ValueError, match="before the whole-robot learner kept its float32 covariance as a factor"):
+        learners.load_state(tmp_path / "covariance.npz", state32, core)
     data = dict(np.load(tmp_path / "p"))
     P = next(k for k, v in data.items() if v.ndim == 2 and v.shape[0] == v.shape[1] and v.shape[0] > 2)
     data[P] = -data[P]  # symmetric, finite, and no covariance

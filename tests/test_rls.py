@@ -414,3 +414,80 @@ def test_block_update_with_its_product_keeps_the_covariance_exactly_symmetric(dt
     P = np.asarray(state.P)
     assert np.array_equal(P, P.T)
     assert np.linalg.eigvalsh(P.astype(np.float64)).min() > 0
+
+
+@pytest.mark.parametrize("directional", [False, True])
+@pytest.mark.parametrize("lam", [1.0, 0.97])
+def test_the_factor_form_is_the_block_updates_estimate(directional, lam):
+    """``S S'`` after :func:`rls.factor_update` is :func:`rls.block_update`'s ``P``; the weights
+    and the innovation are the same, also for rows that do not span (dependent rows, unexcited
+    columns), and the gain is the update."""
+    rng = np.random.default_rng(8)
+    p, m = 9, 3
+    plain = _random_state(rng, p)
+    factor = rls.FactorState(plain.w, jnp.linalg.cholesky(plain.P))
+    for t in range(30):
+        X = rng.standard_normal((m, p))
+        X[:, :2] *= t % 2  # two columns excited every other sample
+        X[2] = X[0] - 2 * X[1] if t % 3 == 0 else X[2]
+        y = rng.standard_normal(m)
+        _, product = rls.rows_covariance(plain, X)
+        plain, inno = rls.learn_rows(plain, X, y, lam, directional=directional, product=product)
+        G, F = rls.rows_covariance(factor, X)
+        before = factor
+        factor, inno_f = rls.learn_rows(factor, X, y, lam, directional=directional, product=F)
+        np.testing.assert_allclose(G, X @ before.P @ X.T, rtol=1e-12, atol=1e-12)
+        chex.assert_trees_all_close(inno_f, inno, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(factor.w - before.w, inno_f.gain @ inno_f.error, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(factor.w, plain.w, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(factor.P, plain.P, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(rls.variances(factor), np.diag(plain.P), rtol=1e-9)
+
+
+def test_decoupling_a_block_keeps_the_rest_and_adds_the_blocks_variance():
+    """Both forms: the rest's covariance kept, the block's raised by the variance, none between
+    them, the weights kept; ``where=False`` changes nothing."""
+    rng = np.random.default_rng(9)
+    p, block, variance = 8, slice(3, 6), np.array([1.0, 2.0, 3.0])
+    plain = _random_state(rng, p)
+    factor = rls.FactorState(plain.w, jnp.asarray(rng.standard_normal((p, p))))  # any factor, not triangular
+    rest = np.r_[0:3, 6:8]
+    for state in (plain, factor):
+        P = np.asarray(state.P)
+        opened = rls.decouple(state, block, variance)
+        Q = np.asarray(opened.P)
+        np.testing.assert_allclose(Q[np.ix_(rest, rest)], P[np.ix_(rest, rest)], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(Q[block, block], P[block, block] + np.diag(variance), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(Q[np.ix_(rest, np.arange(3, 6))], 0.0, atol=1e-12)
+        np.testing.assert_array_equal(opened.w, state.w)
+        kept = jax.jit(lambda s, where: rls.decouple(s, block, variance, where))(state, False)  # traced: a cond
+        chex.assert_trees_all_equal(kept, jax.tree.map(jnp.asarray, state))
+
+
+def test_the_factor_form_holds_in_float32_what_the_covariance_form_cannot():
+    """Directions known to 1e-9 beside a prior of 100 (and a combination known far better than
+    its parts), as a robot's minute of data leaves them: a float32 factor follows float64's
+    covariance in every direction, and the weights; float32's ``P`` itself does not (it breaks
+    down on these data)."""
+    rng = np.random.default_rng(5)
+    p, m, T = 14, 3, 4000
+    X = rng.standard_normal((T, m, p)) * np.r_[np.geomspace(1, 300, 10), np.zeros(4)]
+    X[:, :, 1] = X[:, :, 0] + 1e-3 * X[:, :, 1]
+    y = rng.standard_normal((T, m))
+
+    @jax.jit
+    def run(state, X, y):
+        def learn(s, rows):
+            return rls.learn_rows(s, *rows, 0.999, directional=True, product=rls.rows_covariance(s, rows[0])[1])[0], None
+
+        return jax.lax.scan(learn, state, (X.astype(state.w.dtype), y.astype(state.w.dtype)))[0]
+
+    prior = np.full(p, 10.0)
+    exact = run(rls.RLSState(jnp.zeros(p), jnp.diag(prior**2)), X, y)
+    g, V = np.linalg.eigh(np.asarray(exact.P))
+    assert g[0] < 1e-8 * g[-1]  # past float32's resolution
+    f32 = run(rls.FactorState(jnp.zeros(p, jnp.float32), jnp.diag(jnp.asarray(prior, jnp.float32))), X, y)
+    assert f32.S.dtype == jnp.float32
+    along = np.einsum("ik,ij,jk->k", V, np.asarray(f32.P, np.float64), V)
+    np.testing.assert_allclose(along, g, rtol=0.05)
+    np.testing.assert_allclose(f32.w, exact.w, atol=1e-3 * np.abs(exact.w).max())

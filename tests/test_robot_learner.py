@@ -181,7 +181,7 @@ def test_unexcited_directions_stay_exactly_at_the_prior():
     _, s, Vt = np.linalg.svd(X, full_matrices=True)
     null = Vt[np.sum(s > 1e-8 * s[0]) :]  # directions no sample excites
     assert len(null) >= 8  # besides link1's 9, which the learner leaves out (invisible)
-    w, P = (np.asarray(a) for a in state.rls)
+    w, P = np.asarray(state.rls.w), np.asarray(state.rls.P)
     np.testing.assert_allclose(null @ (w / D), 0.0, atol=1e-10)
     np.testing.assert_allclose(null @ (P / np.outer(D, D)) @ null.T, np.eye(len(null)), atol=1e-8)
     est = robot_learner.estimate(learner, state)

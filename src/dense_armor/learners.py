@@ -787,11 +787,11 @@ def load_state(path: str | Path, like, learner=None):
         saved, now = json.loads(str(loaded["paths"])), _paths(like)
         if saved != now:
             differs = next((f"{a} in the file, {b} here" for a, b in zip(saved, now) if a != b), "more arrays")
-            raise ValueError(f"{path}: a state of another layout ({differs}): a state of another learner, or of "
-                             "another version of dense_armor")
+            raise ValueError(f"{path}: a state of another layout ({differs}): of another learner, precision or "
+                             "version of dense_armor")
     elif any(p.endswith(".S") for p in _paths(like)):  # same shapes, another meaning
-        raise ValueError(f"{path}: a state saved before the whole-robot learner kept its covariance as a factor "
-                         ": it cannot be read as one")
+        raise ValueError(f"{path}: a state saved before the whole-robot learner kept its float32 covariance as a "
+                         "factor: it cannot be read as one")
     names = [f"leaf_{i}" for i in range(len(leaves))]
     kept = {f"identity_{k}" for k in stored} | {"checksum", "paths"}
     if any(name not in files for name in names) or files - set(names) - kept:

@@ -90,6 +90,9 @@ __all__ = [
     "update_rows",
     "block_update",
     "factor_update",
+    "rows_covariance",
+    "learn_rows",
+    "variances",
     "decouple",
     "Innovation",
 ]
@@ -479,17 +482,60 @@ def factor_update(
     return FactorState(w_new, S_new), innovation
 
 
-def decouple(S: jax.Array, block: slice, variance: ArrayLike) -> jax.Array:
-    """The factor of the covariance with ``block``'s parameters made independent of the rest
-    and their variances raised by ``variance`` (k,): the rest's covariance kept, the block's
-    ``P_bb + diag(variance)``, none between them. The other rows of ``S`` (p, p) are kept and the
-    block's rebuilt in the orthogonal complement of theirs (a QR), so the two are orthogonal."""
-    p = S.shape[-1]
-    rest = np.r_[0 : block.start, block.stop : p]
-    complement = jnp.linalg.qr(S[rest].T, mode="complete")[0][:, len(rest) :]  # (p, k)
-    Sb = S[block]
-    L = jnp.linalg.cholesky(_sym(Sb @ Sb.T) + jnp.diag(jnp.asarray(variance, S.dtype)))
-    return S.at[block].set(L @ complement.T)
+def rows_covariance(state: RLSState | FactorState, X: ArrayLike) -> tuple[jax.Array, jax.Array]:
+    """The rows' prior covariance ``X P X'`` (m, m), in noise units, and the product an update
+    of the rows reuses (:func:`learn_rows`'s ``product``): ``P X'`` for an :class:`RLSState`,
+    ``S' X'`` for a :class:`FactorState` (then ``X P X' = F' F``, positive semi-definite as
+    computed). One state, rows ``X`` (m, p)."""
+    X = jnp.asarray(X, state.w.dtype)
+    if isinstance(state, FactorState):
+        F = state.S.T @ X.T
+        return F.T @ F, F
+    PXt = state.P @ X.T
+    return _sym(X @ PXt), PXt
+
+
+def learn_rows(state: RLSState | FactorState, X: ArrayLike, y: ArrayLike, lam: ArrayLike, *, directional: bool,
+               product: jax.Array) -> tuple[RLSState | FactorState, Innovation]:
+    """:func:`block_update` of an :class:`RLSState`, :func:`factor_update` of a
+    :class:`FactorState`, given the rows' ``product`` from :func:`rows_covariance`."""
+    if isinstance(state, FactorState):
+        return factor_update(state, X, y, lam, directional=directional, F=product)
+    return block_update(state, X, y, lam, directional=directional, PXt=product)
+
+
+def variances(state: RLSState | FactorState) -> jax.Array:
+    """The diagonal of ``P`` (..., p): each weight's variance."""
+    if isinstance(state, FactorState):
+        return jnp.sum(state.S**2, axis=-1)
+    return jnp.diagonal(state.P, axis1=-2, axis2=-1)
+
+
+def decouple(state: RLSState | FactorState, block: slice, variance: ArrayLike, where: ArrayLike = True):
+    """Where ``where``, the covariance with ``block``'s weights made independent of the rest and
+    their variances raised by ``variance`` (k,): the rest's covariance kept, the block's ``P_bb +
+    diag(variance)``, none between them; the weights kept. One state. A factor keeps its other
+    rows and rebuilds the block's in the orthogonal complement of theirs (a QR, computed only
+    where ``where``: under ``vmap``, everywhere)."""
+    dt = state.w.dtype
+    variance = jnp.asarray(variance, dt)
+    p = state.w.shape[-1]
+    inside = np.zeros(p, bool)
+    inside[block] = True
+    if isinstance(state, FactorState):
+        S = jnp.asarray(state.S)
+        rest = np.flatnonzero(~inside)
+
+        def rebuilt():
+            complement = jnp.linalg.qr(S[rest].T, mode="complete")[0][:, len(rest) :]  # (p, k)
+            L = jnp.linalg.cholesky(_sym(S[block] @ S[block].T) + jnp.diag(variance))
+            return L @ complement.T
+
+        return state._replace(S=S.at[block].set(jax.lax.cond(where, rebuilt, lambda: S[block])))
+    P = jnp.asarray(state.P)
+    opened = jnp.where(inside[:, None] & inside[None, :], P.at[block, block].add(jnp.diag(variance)),
+                       jnp.where(inside[:, None] | inside[None, :], 0.0, P))
+    return state._replace(P=jnp.where(where, opened, P))
 
 
 @full_precision

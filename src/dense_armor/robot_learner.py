@@ -17,10 +17,10 @@ The URDF is the prior. Its mean is the URDF's inertial parameters and the model'
 (zero unless set; no friction or offset); its standard deviation is :class:`Prior`: a fraction
 of each inertial parameter (30 %) with floors, and torque-scaled deviations for the joint terms.
 The learner keeps the deviation ``w = theta - theta_URDF`` and its covariance ``P`` (the
-posterior, in parameter units, kept as a factor ``S S'``: ``P`` soon spans more decades than
-float32 resolves, its factor half as many), so the first prediction is the URDF's and directions
-the data do not excite stay exactly at the prior: with a proper prior the posterior exists
-whatever the excitation, and no symbolic reduction to base parameters is needed (the
+posterior, in parameter units; in float32 as a factor ``S S'``: ``P`` soon spans more decades
+than float32 resolves, its factor half as many), so the first prediction is the URDF's and
+directions the data do not excite stay exactly at the prior: with a proper prior the posterior
+exists whatever the excitation, and no symbolic reduction to base parameters is needed (the
 unidentifiable combinations keep ``P``'s prior variance).
 
 Noise. Each joint's equation is weighted by its spread ``s_j^2``: its noise variance ``r_j`` and,
@@ -244,15 +244,16 @@ class RobotState(NamedTuple):
 
     Attributes:
         rls: ``w`` (p,) the learned parameters' deviation from the URDF
-            (:attr:`RobotLearner.parameter_names`), ``S`` (p, p) a factor of its covariance
-            ``P = S S'`` (the posterior, in parameter units; :class:`~dense_armor.rls.FactorState`).
+            (:attr:`RobotLearner.parameter_names`) and its covariance (the posterior, in
+            parameter units): ``P`` (p, p) in float64, else a factor ``S`` of it, ``P = S S'``
+            (:class:`~dense_armor.rls.FactorState`, :attr:`~dense_armor.rls.FactorState.P`).
         count, rejected, alarms: samples learned, skipped (non-finite), payload alarms.
         noise: the noise picture (:class:`NoiseState`).
         trust: the residual's trust (:class:`TrustState`).
         detector: the payload detector's state, or ``None``.
     """
 
-    rls: rls.FactorState
+    rls: rls.RLSState | rls.FactorState
     count: jax.Array
     rejected: jax.Array
     alarms: jax.Array
@@ -391,13 +392,15 @@ class RobotLearner(Learner):
         return full, jnp.diag(jnp.asarray(self.std, P.dtype) ** 2).at[np.ix_(learned, learned)].set(P)
 
     def init(self, dtype=None) -> RobotState:
-        """The prior: ``w = 0`` (the URDF), ``S = diag(std)``; the prior's noise level."""
+        """The prior: ``w = 0`` (the URDF), ``P = diag(std^2)``; the prior's noise level."""
         dtype = learners.state_dtype(dtype)
         n, zero = self.model.n, jnp.zeros((), jnp.int32)
         std = jnp.asarray(self.std, dtype)[np.asarray(self.learned)]
         fzero, bands = jnp.zeros(n, dtype), (n, len(SPEED_BANDS) + 1)
         return RobotState(
-            rls=rls.FactorState(jnp.zeros_like(std), jnp.diag(std)),
+            # float64 resolves the covariance itself; a narrower float, its factor (half the decades)
+            rls=rls.RLSState(jnp.zeros_like(std), jnp.diag(std**2)) if dtype == jnp.float64
+            else rls.FactorState(jnp.zeros_like(std), jnp.diag(std)),
             count=zero, rejected=zero, alarms=zero,
             noise=NoiseState(jnp.asarray(self.noise0, dtype) ** 2, jnp.asarray(PRIOR_SAMPLES, dtype), fzero, fzero, fzero,
                              jnp.ones(bands, dtype), jnp.full(bands, PRIOR_SAMPLES, dtype)),
@@ -462,8 +465,7 @@ class RobotLearner(Learner):
         correlation = _correlation(noise)
 
         rls_state, alarm, extra, detector = state.rls, jnp.zeros((), bool), None, state.detector
-        F = state.rls.S.T @ Xw.T  # S' X': X P X' = F' F, positive semi-definite as computed
-        G = F.T @ F
+        G, product = rls.rows_covariance(state.rls, Xw)  # X P X', and the update's largest product
         # the prior errors over their predictive spread (noise and the parameters' uncertainty):
         # what the errors' correlation is measured on, so that a transient the learner expects
         # (a body re-opened after an alarm) cannot pass for correlated noise
@@ -490,22 +492,23 @@ class RobotLearner(Learner):
                 correlation, rate, valid, jnp.any(speed >= self.coulomb_width))
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
-            w, S = rls_state
             body = jnp.arange(self.num_parameters)
             body = (body >= columns.start) & (body < columns.stop)
-            prior = jnp.asarray(self.detector.prior, dtype) ** 2
-            S = jax.lax.cond(alarm, lambda: rls.decouple(S, columns, prior), lambda: S)
-            rls_state = rls.FactorState(jnp.where(alarm, baseline, w), S)
+            def reopened(state):  # read by the update and by the rare settling branch, never stored
+                state = rls.decouple(state, columns, jnp.asarray(self.detector.prior, dtype) ** 2, where=alarm)
+                return state._replace(w=jnp.where(alarm, baseline, state.w))
+
+            rls_state = reopened(rls_state)
             # ... and, while it settles, learned alone (the rest held: their columns moved
             # into the target)
             settling = alarm | self.detector.settling(state.detector, rate)
             held = jnp.where(settling & ~body, 1.0, 0.0).astype(dtype)
             y = y - (rows * held) @ rls_state.w
             rows = rows * (1.0 - held)
-            F = jax.lax.cond(settling, lambda: S.T @ rows.T, lambda: F)
+            product = jax.lax.cond(settling, lambda: rls.rows_covariance(reopened(state.rls), rows)[1], lambda: product)
 
         lam = jnp.asarray(self.lam, dtype)
-        rls_state, innovation = rls.factor_update(rls_state, rows, y, lam, directional=self.forgets, F=F)
+        rls_state, innovation = rls.learn_rows(rls_state, rows, y, lam, directional=self.forgets, product=product)
         if self.detector is not None:
             detector = self.detector.absorb(detector, innovation.gain, signature)
 
@@ -538,7 +541,7 @@ class RobotLearner(Learner):
             # before any alarm, the body's learned correction; after one, the change fitted
             # to the samples since it
             fitted_since = state.detector.alarmed
-            learned_std = jnp.sqrt(jnp.sum(rls_state.S[columns.start] ** 2) * correlation)
+            learned_std = jnp.sqrt(jnp.maximum(rls.variances(rls_state)[columns.start], 0.0) * correlation)
             change = jnp.where(fitted_since, fitted, rls_state.w[columns] - detector.baseline[columns])
             mass = change[0]
             com = change[1:4] / jnp.where(jnp.abs(mass) > 0, mass, 1.0)
