@@ -99,8 +99,8 @@ ONSET_SPACING = 0.5
 ONSET_AGE = 0.5
 #: An onset's fit raises an alarm at ``ONSET_MASS min_mass`` and ``z`` standard deviations, ...
 ONSET_MASS = 4.0 / 3.0
-#: ... and only if it is a mass the body can lose: its mass at the onset plus the change is
-#: at least -FEASIBLE_Z standard deviations (a drop of more than the body carries is misfit).
+#: ... and only if it is a mass the body can lose: what it carries at the onset plus the change
+#: is at least -FEASIBLE_Z standard deviations (a drop of more than the body carries is misfit).
 FEASIBLE_Z = 4.0
 
 
@@ -125,7 +125,7 @@ class OnsetBank(NamedTuple):
         A: (H, 10, 10) ``sum S' S`` since each onset, ``S`` the change's signature in the
             whitened errors; b: (H, 10) ``sum S' e``.
         age: (H,) int32, samples since each onset, itself included (0: none yet).
-        mass: (H,) kg, the body's learned mass at each onset.
+        mass: (H,) kg, the mass the body can lose at each onset (:meth:`PayloadDetector.step`).
     """
 
     D: jax.Array
@@ -287,7 +287,8 @@ class PayloadDetector(eqx.Module):
             e_baseline: (n,) the errors under :attr:`PayloadDetectorState.baseline`, whitened
                 by the noise std (for the change's fit against the baseline).
             params: (p,) the learner's current parameters; ``columns`` the body's among them;
-                mass: () kg, the body's learned mass.
+                mass: () kg, what the body carries, the most a drop can take (the whole-robot
+                learner's: the body's mass and the mass it has added to the links before it).
             correlation: () the errors' integrated autocorrelation time, samples (>= 1).
             rate: samples per second.
             valid: () bool; an invalid sample changes nothing.

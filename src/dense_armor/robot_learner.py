@@ -365,6 +365,15 @@ class RobotLearner(Learner):
         return slice(start, start + self.model.n)
 
     @property
+    def _ancestors_masses(self) -> np.ndarray:
+        """Where in ``w`` the masses of the payload body's ancestors are (those learned)."""
+        ancestors, b = [], self.model.parents[self.body]
+        while b >= 0:
+            ancestors.append(b)
+            b = self.model.parents[b]
+        return np.array([self.learned.index(10 * a) for a in ancestors if 10 * a in self.learned], int)
+
+    @property
     def _bodies(self) -> int:
         """How many of the bodies' parameters are learned (they come first in ``w``)."""
         return len(self.learned) - 4 * self.model.n
@@ -485,10 +494,13 @@ class RobotLearner(Learner):
             # learner has not yet learned does not look like a payload
             L = jnp.linalg.cholesky(jnp.eye(n, dtype=dtype) + correlation * rls._sym(r[:, None] * G * r[None, :]))
             columns = self._columns
-            body_mass = jnp.asarray(self.model.inertia, dtype)[self.body, 0] + state.rls.w[columns.start]
+            # what a drop can take: the body's mass, and the mass the learner has added to the
+            # links before it (a payload's mass is shared out between them: an unidentifiable split)
+            carried = jnp.asarray(self.model.inertia, dtype)[self.body, 0] + state.rls.w[columns.start] + jnp.sum(
+                jnp.maximum(state.rls.w[self._ancestors_masses], 0.0))
             # the detector arms on seconds of motion (a joint faster than the Coulomb width)
             detector, alarm, baseline, fitted, fitted_std, signature = self.detector.step(
-                state.detector, Xw, ew, r, L, (target - X @ state.detector.baseline) / scale, state.rls.w, body_mass, columns,
+                state.detector, Xw, ew, r, L, (target - X @ state.detector.baseline) / scale, state.rls.w, carried, columns,
                 correlation, rate, valid, jnp.any(speed >= self.coulomb_width))
             # a payload change: back to the baseline, the payload body with a payload prior of
             # its own (no covariance with the rest) ...
