@@ -28,7 +28,7 @@ from common import alternated, table, write_section
 
 from dense_armor import parse_urdf, rnea
 from dense_armor.model import lock_joints
-from dense_armor.robot_learner import JOINT_TERMS
+from dense_armor.robot_learner import JOINT_TERMS, joint_columns
 
 RATE, DURATION = 200.0, 60.0
 ROBOTS = ("panda", "ur5")
@@ -50,8 +50,8 @@ def rmse(urdf: Path, sim, locked: dict) -> float:
     terms = {k: np.array([side["joints"][j][k] for j in sim.joint_names]) for k in JOINT_TERMS}
     with jax.enable_x64(True):
         torque = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(model, q, qd, qdd))
-    predicted = torque + terms["armature"] * qdd + terms["viscous"] * qd + terms["coulomb"] * np.tanh(qd / side["coulomb_width"]) \
-        + terms["offset"]
+        columns = np.asarray(joint_columns(qd, qdd, side["coulomb_width"]))
+    predicted = torque + sum(terms[k] * column for k, column in zip(JOINT_TERMS, columns))
     return float(np.sqrt(np.mean((tau - predicted) ** 2)))
 
 

@@ -562,7 +562,7 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
         state = learners.load_state(state_file, learner.init(jnp.float64))
         est = estimate(learner, state)
         deviation = jnp.concatenate([(est.parameters - wall["model"].inertia).reshape(-1), est.armature - wall["model"].armature,
-                                     est.viscous, est.coulomb, est.offset])
+                                     est.viscous, est.coulomb, est.stribeck, est.offset])
         X, nominal = jax.vmap(lambda a, b, c: learner.features(a, b, c, jnp.float64))(wall["q"], wall["qd"], wall["qdd"])
         learned = np.asarray(nominal + X @ deviation[np.asarray(learner.learned)])  # the features of w's parameters
     pm = pin.buildModelFromXML(pin_compatible(out.read_text()))
@@ -572,7 +572,8 @@ def test_identify_writes_a_urdf_that_pinocchio_and_the_sidecar_reproduce(capsys,
     for k in range(0, len(wall["q"]), 97):
         q, qd, qdd = wall["q"][k], wall["qd"][k], wall["qdd"][k]
         theirs = pin.rnea(pm, data, q, qd, qdd) + terms["armature"] * qdd + terms["viscous"] * qd \
-            + terms["coulomb"] * np.tanh(qd / width) + terms["offset"]
+            + terms["coulomb"] * np.tanh(qd / width) + terms["stribeck"] * (np.tanh(qd / width) - np.tanh(qd / (4 * width))) \
+            + terms["offset"]
         np.testing.assert_allclose(theirs, learned[k], atol=1e-8)
     urdf = np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(wall["model"], wall["q"], wall["qd"], wall["qdd"]))
     rms = lambda e: np.sqrt(np.mean(e**2))  # noqa: E731
@@ -620,8 +621,10 @@ def _written_prediction(out, q, qd, qdd):
     side = json.loads(out.with_suffix(".json").read_text())
     written = parse_urdf(out)
     terms = {k: np.array([side["joints"][j][k] for j in written.joint_names]) for k in JOINT_TERMS}
+    width = side["coulomb_width"]
     return np.asarray(jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)) + terms["armature"] * qdd \
-        + terms["viscous"] * qd + terms["coulomb"] * np.tanh(qd / side["coulomb_width"]) + terms["offset"], side
+        + terms["viscous"] * qd + terms["coulomb"] * np.tanh(qd / width) \
+        + terms["stribeck"] * (np.tanh(qd / width) - np.tanh(qd / (4 * width))) + terms["offset"], side
 
 
 def test_identify_moves_what_the_log_left_free_and_reports_the_written_urdfs_fit(capsys, wall, tmp_path):

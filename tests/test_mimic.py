@@ -219,7 +219,7 @@ def test_the_learners_on_a_coupled_robot():
     model = parse_urdf(example_robot_urdf(PANDA), mimic=True)
     learner = da.RobotLearner(model, rate=100.0, detector=None, link="panda_rightfinger")
     # less the 9 of link1 that no torque depends on (it turns about gravity's axis)
-    assert learner.num_parameters == 10 * 9 + 4 * 8 - 9 == len(learner.parameter_names)
+    assert learner.num_parameters == 10 * 9 + 5 * 8 - 9 == len(learner.parameter_names)
     true = da.attach_payload(model, "panda_rightfinger", 0.5)
     rng = np.random.default_rng(1)
     T = 400

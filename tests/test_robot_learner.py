@@ -59,14 +59,15 @@ def test_the_first_prediction_is_the_urdf_and_the_prior_is_proper():
     Y = joint_torque_regressor(VERTICAL, q, qd, qdd)
     # link1 turns about z, gravity across it: its torque sees I_zz, m c_x and m c_y alone
     hidden = [0, 3, 4, 5, 6, 7, 8]
-    assert learner.learned == tuple(k for k in range(28) if k not in hidden) and learner.num_parameters == 21
-    chex.assert_shape(X, (2, 21))
+    assert learner.learned == tuple(k for k in range(30) if k not in hidden) and learner.num_parameters == 23
+    chex.assert_shape(X, (2, 23))
     np.testing.assert_allclose(X[:, :13], Y[:, learner.learned[:13]])
     np.testing.assert_allclose(Y[:, hidden], 0.0, atol=1e-12)
     np.testing.assert_allclose(X[:, 13:15], np.diag(qdd))  # armature columns
     np.testing.assert_allclose(X[:, 17:19], np.diag(np.tanh(qd / 0.02)))  # Coulomb
+    np.testing.assert_allclose(X[:, 19:21], np.diag(np.tanh(qd / 0.02) - np.tanh(qd / 0.08)), atol=1e-12)  # Stribeck
     std = Prior().std(VERTICAL)
-    assert std.shape == (28,) and np.all(std > 0)
+    assert std.shape == (30,) and np.all(std > 0)
     np.testing.assert_allclose(std[0], 0.3 * 1.0)  # 30 % of link1's mass
     np.testing.assert_allclose(std[5], 0.002)  # its I_xy is 0: the floor
     with pytest.raises(ValueError, match="finite and > 0"):
@@ -119,7 +120,7 @@ def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
     lean = RobotLearner(VERTICAL, rate=100.0)
     monkeypatch.setattr(robot_learner, "invisible", lambda model: np.zeros((model.n_bodies, 10), bool))
     every = RobotLearner(VERTICAL, rate=100.0)
-    assert every.num_parameters == 28 and lean.num_parameters == 21
+    assert every.num_parameters == 30 and lean.num_parameters == 23
     (s_lean, out_lean), (s_every, out_every) = (learners.replay(x, x.init(jnp.float64), Sample(q, qd, qdd, tau))
                                                 for x in (lean, every))
     np.testing.assert_allclose(out_lean.prediction, out_every.prediction, rtol=1e-9, atol=1e-9)
@@ -127,7 +128,7 @@ def test_leaving_out_the_invisible_parameters_changes_nothing(monkeypatch):
     np.testing.assert_allclose(lean.full(s_lean.rls.w), s_every.rls.w, atol=1e-9)
     np.testing.assert_allclose(lean.full(s_lean.rls.w, s_lean.rls.P)[1], s_every.rls.P, rtol=1e-7, atol=1e-12)
     est_lean, est_every = robot_learner.estimate(lean, s_lean), robot_learner.estimate(every, s_every)
-    for field in ("mass", "mass_std", "com", "inertia", "armature", "viscous", "coulomb"):
+    for field in ("mass", "mass_std", "com", "inertia", "armature", "viscous", "coulomb", "stribeck"):
         np.testing.assert_allclose(getattr(est_lean, field), getattr(est_every, field), rtol=1e-6, atol=1e-9, err_msg=field)
     assert lean.parameter_names == tuple(every.parameter_names[k] for k in lean.learned)
 
@@ -147,6 +148,22 @@ def test_it_learns_rotor_inertia_friction_and_a_payload_and_predicts_better_than
     np.testing.assert_allclose(est.viscous, [0.3, 0.1], atol=0.02)
     np.testing.assert_allclose(est.coulomb, [0.4, 0.2], atol=0.02)
     np.testing.assert_allclose(est.noise_std, 0.02, rtol=0.3)
+
+
+def test_each_joint_learns_the_shape_of_its_friction_at_low_speed():
+    """Joint 1's friction peaks at low speed (static above sliding friction), joint 2's builds
+    up more slowly than the smooth sign (a soft constraint): the Stribeck term learns each."""
+    q, qd, qdd = _motion(3000, seed=1)
+    stribeck = np.array([0.3, -0.15])
+    shape = np.tanh(qd / 0.02) - np.tanh(qd / 0.08)
+    tau = _real_torque(VERTICAL, q, qd, qdd) + stribeck * shape + 0.02 * np.random.default_rng(2).standard_normal(q.shape)
+    learner = RobotLearner(VERTICAL, rate=100.0, detector=None)
+    state, out = learners.replay(learner, learner.init(jnp.float64), Sample(q, qd, qdd, tau))
+    est = robot_learner.estimate(learner, state)
+    np.testing.assert_allclose(est.stribeck, stribeck, atol=0.03)
+    np.testing.assert_allclose(est.coulomb, [0.4, 0.2], atol=0.03)
+    slow = (np.abs(qd) < 0.2) & (np.arange(len(q)) >= 1000)[:, None]  # where the shape is
+    assert np.sqrt(np.mean(np.asarray(out.error)[slow] ** 2)) < 0.03
 
 
 def test_a_model_armature_is_the_prior_mean_of_the_learned_armature():
@@ -472,7 +489,7 @@ def test_hyperparameters_are_checked():
         PayloadDetector(min_mass=-1.0)
     with pytest.raises(ValueError, match="prior"):
         PayloadDetector(prior=np.ones(3))
-    assert set(JOINT_TERMS) == {"armature", "viscous", "coulomb", "offset"}
+    assert set(JOINT_TERMS) == {"armature", "viscous", "coulomb", "stribeck", "offset"}
 
 
 # ----------------------------------------------------------------------------- locked joints, identified URDFs

@@ -1,14 +1,19 @@
 """The whole robot learned online, with its URDF as the prior.
 
 :class:`RobotLearner` regresses the measured torque on every body's 10 inertial parameters and
-four terms per joint,
+five terms per joint,
 
-    tau = Y(q, qd, qdd) pi  +  a qdd  +  f_v qd  +  f_c tanh(qd / v0)  +  f_0  +  noise,
+    tau = Y(q, qd, qdd) pi + a qdd + f_v qd + f_c s(qd / v0) + f_s (s(qd / v0) - s(qd / (k v0))) + f_0 + noise,
 
 ``Y`` the joint-torque regressor (n, 10 B) (:func:`dense_armor.dynamics.joint_torque_regressor`),
 ``a`` the rotor inertia reflected to each joint (armature), ``f_v`` viscous and ``f_c`` Coulomb
-friction (a smooth sign of width ``v0``) and ``f_0`` a torque offset, per coordinate (``B = n``
-bodies but for coupled mimic joints). The ``10 B + 4 n`` parameters are shared by all joints;
+friction (``s = tanh``, a smooth sign of width ``v0``), ``f_s`` the friction's shape at low
+speed (a Stribeck term, ``k =`` :data:`STRIBECK_WIDTH`: ``f_s > 0`` static friction above the
+sliding friction, ``f_s < 0`` friction that builds up more slowly than the smooth sign, as a
+soft constraint's; it vanishes at rest and beyond a few ``k v0``) and ``f_0`` a torque offset,
+per coordinate (``B = n`` bodies but for coupled mimic joints). A joint's friction saturates at
+a speed of its own, so no one width fits every joint: the Stribeck term gives each its shape.
+The ``10 B + 5 n`` parameters are shared by all joints;
 one Bayesian recursive least squares learns them from the ``n`` joint equations of each sample,
 all but the inertial parameters no torque depends on in any state (:func:`invisible`: most of
 those of a body turned by one joint from the fixed base), which stay at the prior at no cost.
@@ -91,6 +96,7 @@ from dense_armor.model import Model
 from dense_armor.payload_change import PayloadDetector
 
 __all__ = [
+    "JOINT_MODEL",
     "JOINT_TERMS",
     "PayloadTrace",
     "Prior",
@@ -98,12 +104,18 @@ __all__ = [
     "RobotLearner",
     "RobotState",
     "invisible",
+    "joint_columns",
     "robot_estimate",
     "torque_scale",
 ]
 
 #: The per-joint terms, in their order in ``w`` after the ``10 B`` inertial parameters.
-JOINT_TERMS = ("armature", "viscous", "coulomb", "offset")
+JOINT_TERMS = ("armature", "viscous", "coulomb", "stribeck", "offset")
+#: The Stribeck term's slow smooth sign is this many Coulomb widths ``v0`` wide.
+STRIBECK_WIDTH = 4.0
+#: The joint terms' torque, as the reports write it.
+JOINT_MODEL = ("armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + stribeck (tanh(qd / coulomb_width) - "
+               f"tanh(qd / ({STRIBECK_WIDTH:g} coulomb_width))) + offset")
 #: The weight, in samples, of the prior's noise level in the running estimate.
 PRIOR_SAMPLES = 10.0
 #: A sample moves the noise estimate as if its error were at most this many variances: an
@@ -154,6 +166,13 @@ def invisible(model: Model) -> np.ndarray:
     return hidden
 
 
+def joint_columns(qd, qdd, width):
+    """(len(JOINT_TERMS), ..., n) each joint term's column (:data:`JOINT_MODEL`) at velocities
+    ``qd`` and accelerations ``qdd`` (..., n), ``width`` the Coulomb width ``v0``."""
+    smooth = jnp.tanh(qd / width)
+    return jnp.stack([qdd, qd, smooth, smooth - jnp.tanh(qd / (STRIBECK_WIDTH * width)), jnp.ones_like(qd)])
+
+
 def torque_scale(model: Model) -> np.ndarray:
     """(n,) each joint's torque scale, N m (N): its URDF effort limit, 10 where it has none."""
     effort = np.asarray(model.effort_limit, np.float64)
@@ -166,7 +185,7 @@ class Prior(NamedTuple):
     Inertial parameters: ``max(relative |pi_k|, floor_k)``, ``relative`` per link, the floor by
     kind (mass, first moment, rotational inertia). Joint terms, from zero: the given values or,
     by default, fractions of :func:`torque_scale` ``s``: armature ``0.01 s`` kg m^2, viscous
-    ``0.1 s`` N m s/rad, Coulomb ``0.1 s`` N m, offset ``0.05 s`` N m. ``noise`` is the initial
+    ``0.1 s`` N m s/rad, Coulomb and Stribeck ``0.1 s`` N m, offset ``0.05 s`` N m. ``noise`` is the initial
     torque-noise standard deviation, ``0.02 s`` by default (it is then learned).
     """
 
@@ -177,11 +196,12 @@ class Prior(NamedTuple):
     armature: float | Any | None = None
     viscous: float | Any | None = None
     coulomb: float | Any | None = None
+    stribeck: float | Any | None = None
     offset: float | Any | None = None
     noise: float | Any | None = None
 
     def std(self, model: Model) -> np.ndarray:
-        """(10 B + 4 n,) standard deviations of ``w``: the 10 B inertial parameters, then each
+        """(10 B + 5 n,) standard deviations of ``w``: the 10 B inertial parameters, then each
         joint term for every joint."""
         pi = np.abs(np.asarray(model.inertia, np.float64))
         relative = np.broadcast_to(np.asarray(self.relative, np.float64), (model.n_bodies,))
@@ -189,7 +209,8 @@ class Prior(NamedTuple):
         inertia = np.maximum(relative[:, None] * pi, floor)
         scale = torque_scale(model)
         terms = [self._joint(self.armature, 0.01, scale), self._joint(self.viscous, 0.1, scale),
-                 self._joint(self.coulomb, 0.1, scale), self._joint(self.offset, 0.05, scale)]
+                 self._joint(self.coulomb, 0.1, scale), self._joint(self.stribeck, 0.1, scale),
+                 self._joint(self.offset, 0.05, scale)]
         std = np.concatenate([inertia.reshape(-1), *terms])
         if not (np.all(np.isfinite(std)) and np.all(std > 0)):
             raise ValueError(f"Prior: every standard deviation must be finite and > 0 ({self})")
@@ -346,7 +367,7 @@ class RobotLearner(Learner):
         hidden = invisible(model)
         hidden[self.body] = False  # the payload's: the detector fits all ten
         bodies = 10 * model.n_bodies
-        self.learned = tuple(int(k) for k in np.flatnonzero(~hidden.reshape(-1))) + tuple(range(bodies, bodies + 4 * model.n))
+        self.learned = tuple(int(k) for k in np.flatnonzero(~hidden.reshape(-1))) + tuple(range(bodies, bodies + len(JOINT_TERMS) * model.n))
         self.link = link
         self.consistent = bool(consistent)
         self.forgets = not (isinstance(lam, (int, float)) and lam == 1.0)  # lam = 1: no forgetting to trace
@@ -358,9 +379,9 @@ class RobotLearner(Learner):
         return slice(start, start + 10)
 
     def _joint_columns(self, term: str, full: bool = False) -> slice:
-        """One of :data:`JOINT_TERMS` in ``w`` (or, ``full``, among all ``10 B + 4 n``
-        parameters), a parameter per joint (its column of ``X`` is diagonal: ``qdd``, ``qd``,
-        ``tanh(qd / v0)`` or 1)."""
+        """One of :data:`JOINT_TERMS` in ``w`` (or, ``full``, among all ``10 B + 5 n``
+        parameters), a parameter per joint (its column of ``X`` is diagonal:
+        :func:`joint_columns`)."""
         start = (10 * self.model.n_bodies if full else self._bodies) + self.model.n * JOINT_TERMS.index(term)
         return slice(start, start + self.model.n)
 
@@ -376,11 +397,11 @@ class RobotLearner(Learner):
     @property
     def _bodies(self) -> int:
         """How many of the bodies' parameters are learned (they come first in ``w``)."""
-        return len(self.learned) - 4 * self.model.n
+        return len(self.learned) - len(JOINT_TERMS) * self.model.n
 
     @property
     def num_parameters(self) -> int:
-        """``p``: ``10 B + 4 n`` (``14 n`` without coupled mimic joints) less the
+        """``p``: ``10 B + 5 n`` (``15 n`` without coupled mimic joints) less the
         :func:`invisible` ones."""
         return len(self.learned)
 
@@ -392,10 +413,10 @@ class RobotLearner(Learner):
         return tuple(names[k] for k in self.learned)
 
     def full(self, w, P=None):
-        """``w`` (..., p) as all ``10 B + 4 n`` parameters, the :func:`invisible` ones 0 (the
+        """``w`` (..., p) as all ``10 B + 5 n`` parameters, the :func:`invisible` ones 0 (the
         URDF's); with ``P`` (p, p) also its covariance, theirs the prior's."""
         learned = np.asarray(self.learned)
-        full = jnp.zeros((*w.shape[:-1], 10 * self.model.n_bodies + 4 * self.model.n), w.dtype).at[..., learned].set(w)
+        full = jnp.zeros((*w.shape[:-1], 10 * self.model.n_bodies + len(JOINT_TERMS) * self.model.n), w.dtype).at[..., learned].set(w)
         if P is None:
             return full
         return full, jnp.diag(jnp.asarray(self.std, P.dtype) ** 2).at[np.ix_(learned, learned)].set(P)
@@ -423,8 +444,7 @@ class RobotLearner(Learner):
         Y = joint_torque_regressor(self.model, q, qd, qdd).astype(dtype)
         q, qd, qdd = (jnp.asarray(a, dtype) for a in (q, qd, qdd))
         nominal = Y @ jnp.asarray(self.model.inertia, dtype).reshape(-1) + jnp.asarray(self.model.armature, dtype) * qdd
-        width = jnp.asarray(self.coulomb_width, dtype)
-        joint = [jnp.diag(x) for x in (qdd, qd, jnp.tanh(qd / width), jnp.ones_like(qd))]
+        joint = [jnp.diag(x) for x in joint_columns(qd, qdd, jnp.asarray(self.coulomb_width, dtype))]
         return jnp.concatenate([Y[:, np.asarray(self.learned[: self._bodies])], *joint], axis=1), nominal
 
     def _deviation(self, w):
@@ -593,7 +613,7 @@ class RobotEstimate(NamedTuple):
         learned: (B, 10) the learned parameters before the projection.
         projected: (B,) bool, the body's learned parameters were not physically consistent (the
             projection moved it; the others may move a little with it).
-        armature: (n,) kg m^2; viscous: (n,) N m s/rad; coulomb: (n,) N m; offset: (n,) N m.
+        armature: (n,) kg m^2; viscous: (n,) N m s/rad; coulomb, stribeck, offset: (n,) N m.
         noise_std: (n,) N m, each joint's learned noise level.
         correlation: () samples, the errors' integrated autocorrelation time.
     """
@@ -619,6 +639,9 @@ class RobotEstimate(NamedTuple):
     coulomb: Any
     coulomb_std: Any
     coulomb_unexcited: Any
+    stribeck: Any
+    stribeck_std: Any
+    stribeck_unexcited: Any
     offset: Any
     offset_std: Any
     offset_unexcited: Any
@@ -667,9 +690,9 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     def quadratic(J, M):  # (B, k) the variances of J theta, J (B, k, 10) on each body's block of M
         return jnp.einsum("bki,bij,bkj->bk", J, blocks(M), J)
 
-    urdf = jnp.concatenate([jnp.asarray(learner.model.inertia, dtype).reshape(-1), jnp.zeros(4 * learner.model.n, dtype)])
+    urdf = jnp.concatenate([jnp.asarray(learner.model.inertia, dtype).reshape(-1), jnp.zeros(len(JOINT_TERMS) * learner.model.n, dtype)])
     urdf = urdf.at[learner._joint_columns("armature", full=True)].set(jnp.asarray(learner.model.armature, dtype))  # the others: 0
-    bounded = np.zeros(urdf.shape, bool)  # armature and friction are >= 0 on a real robot
+    bounded = np.zeros(urdf.shape, bool)  # armature and friction are >= 0 on a real robot (its shape has either sign)
     for term in ("armature", "viscous", "coulomb"):
         bounded[learner._joint_columns(term, full=True)] = True
     physical = inertial.most_probable_consistent(urdf + w, P, bodies, bounded)
@@ -746,4 +769,4 @@ def report(learner: RobotLearner, est: RobotEstimate) -> dict:
         joints[name]["noise_std"] = value(est.noise_std[j])
     return {"bodies": bodies, "joints": joints, "coulomb_width": value(learner.coulomb_width),
             "correlation_samples": value(est.correlation),
-            "model": "tau = Y(q, qd, qdd) pi + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset"}
+            "model": f"tau = Y(q, qd, qdd) pi + {JOINT_MODEL}"}

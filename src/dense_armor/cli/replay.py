@@ -550,16 +550,15 @@ def _fits(args, model, written, est, learner, w, block: int = 2000) -> tuple[flo
 
     @jax.jit
     def squared(q, qd, qdd, tau, terms, w):
-        armature, viscous, coulomb, offset = terms
         torque = jax.vmap(rnea, in_axes=(None, 0, 0, 0))(written, q, qd, qdd)
+        joints = jnp.sum(terms[:, None, :] * robot_learner.joint_columns(qd, qdd, width), axis=0)
         X, nominal = jax.vmap(lambda *s: learner.features(*s, jnp.float64))(q, qd, qdd)
-        errors = (tau - (torque + armature * qdd + viscous * qd + coulomb * jnp.tanh(qd / width) + offset),
-                  tau - (nominal + X @ w))
+        errors = (tau - (torque + joints), tau - (nominal + X @ w))
         return [(jnp.sum(jnp.where(jnp.isfinite(e), e**2, 0.0)), jnp.sum(jnp.isfinite(e))) for e in errors]
 
     totals = np.zeros((2, 2))
     with jax.enable_x64(True):
-        terms, w = [jnp.asarray(getattr(est, term)) for term in robot_learner.JOINT_TERMS], jnp.asarray(w)
+        terms, w = jnp.stack([jnp.asarray(getattr(est, term)) for term in robot_learner.JOINT_TERMS]), jnp.asarray(w)
         for rows in blocks(chunks, block):
             pad = block - len(rows["t"])  # one shape: one compile
             arrays = [np.pad(rows[k], ((0, pad), (0, 0)), constant_values=np.nan) for k in ("q", "qd", "qdd", "tau")]
@@ -597,7 +596,7 @@ def cmd_identify(args) -> int:
                 "dynamics": "each joint's <dynamics damping friction> in the URDF is its identified viscous and coulomb term "
                             "(at least 0; a term marked unexcited keeps the URDF's): a simulator's friction; rnea ignores them",
                 **robot_learner.report(learner, est),
-                "model": "tau = rnea(URDF) + armature qdd + viscous qd + coulomb tanh(qd / coulomb_width) + offset",
+                "model": f"tau = rnea(URDF) + {robot_learner.JOINT_MODEL}",
                 "source": {"log": str(args.log), "samples": result.samples,
                            "rmse_nominal": nominal, "rmse_learner": learned, "rmse_written": written,
                            "rmse_unconstrained": unconstrained}}

@@ -555,7 +555,7 @@ class RobotResidualDynamicsLearner(_SharedParameters):
         ... )
         >>> learner = RobotResidualDynamicsLearner(RigidBodyModel(write_minimal_urdf()))
         >>> learner.weights.shape  # link1 turns about gravity's axis: its I_zz alone shows
-        (19,)
+        (21,)
         >>> learner.parameter_names[:2]
         ('link1 I_zz', 'link2 m')
     """
