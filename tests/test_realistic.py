@@ -161,12 +161,10 @@ def test_a_log_that_starts_at_rest_arms_the_detector_with_the_motion(scenario):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: friction that saturates slower than tanh(qd / v0) passes for a payload "
-                                       "(docs/benchmarks.md, 'Realistic logs outside the matrix')")
 def test_slow_excitation_through_the_frictions_soft_onset_raises_no_false_alarm():
     """UR5 moving by sines of a 40 s period: its elbow spends seconds between 0.02 and 0.3
-    rad/s, where MuJoCo's friction (linear up to about 0.1 rad/s on that joint) is not the
-    learner's smooth sign of width 0.02 rad/s; the misfit is at the noise's level but lasts,
-    and at 10.6 s an onset's fit takes it for a 2.9 kg payload."""
+    rad/s, where MuJoCo's friction (linear up to about 0.1 rad/s on that joint) is not a smooth
+    sign of width 0.02 rad/s; without the Stribeck term the misfit, at the noise's level but
+    lasting, was taken for a 2.9 kg payload at 10.6 s."""
     r = case("ur5", 100.0, "steady", 4, sine_period=40.0)
     assert r["false_alarms"] == 0, r
