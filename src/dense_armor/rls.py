@@ -318,6 +318,7 @@ class Innovation(NamedTuple):
     gain: jax.Array
 
 
+@full_precision
 def block_update(
     state: RLSState,
     X: ArrayLike,
@@ -429,6 +430,7 @@ class FactorState(NamedTuple):
         return self.S @ jnp.swapaxes(self.S, -1, -2)
 
 
+@full_precision
 def factor_update(
     state: FactorState,
     X: ArrayLike,
@@ -482,6 +484,7 @@ def factor_update(
     return FactorState(w_new, S_new), innovation
 
 
+@full_precision
 def rows_covariance(state: RLSState | FactorState, X: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """The rows' prior covariance ``X P X'`` (m, m), in noise units, and the product an update
     of the rows reuses (:func:`learn_rows`'s ``product``): ``P X'`` for an :class:`RLSState`,
@@ -495,6 +498,7 @@ def rows_covariance(state: RLSState | FactorState, X: ArrayLike) -> tuple[jax.Ar
     return _sym(X @ PXt), PXt
 
 
+@full_precision
 def learn_rows(state: RLSState | FactorState, X: ArrayLike, y: ArrayLike, lam: ArrayLike, *, directional: bool,
                product: jax.Array) -> tuple[RLSState | FactorState, Innovation]:
     """:func:`block_update` of an :class:`RLSState`, :func:`factor_update` of a
@@ -511,6 +515,7 @@ def variances(state: RLSState | FactorState) -> jax.Array:
     return jnp.diagonal(state.P, axis1=-2, axis2=-1)
 
 
+@full_precision
 def decouple(state: RLSState | FactorState, block: slice, variance: ArrayLike, where: ArrayLike = True):
     """Where ``where``, the covariance with ``block``'s weights made independent of the rest and
     their variances raised by ``variance`` (k,): the rest's covariance kept, the block's ``P_bb +
