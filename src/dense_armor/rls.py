@@ -51,6 +51,12 @@ by default so the plain call is the textbook update:
   *Adaptive Control*). It keeps ``P``'s shape and caps its size; unexcited
   directions are still forgotten, up to the bound.
 
+Square-root form: :class:`FactorState` keeps a factor ``S`` of the covariance, ``P = S S'``, and
+:func:`factor_update` updates it (the same estimate as :func:`block_update`): ``S`` spans half
+the decades ``P`` does, and ``S S'`` is positive semi-definite whatever the rounding, so float32
+holds a posterior that spans more than its resolution. :func:`rows_covariance`,
+:func:`learn_rows`, :func:`variances` and :func:`decouple` take either form.
+
 Numerical form: ``joseph=True`` computes the same covariance in the Kalman
 filter's Joseph form, ``P <- (I - K x') (P / lam) (I - K x')' + K K'``, a sum
 of positive semi-definite terms that damps rounding errors where the
@@ -461,7 +467,8 @@ def factor_update(
     F = jnp.asarray(F, dt) if F is not None else jnp.swapaxes(S, -1, -2) @ jnp.swapaxes(X, -1, -2)
     g, V = jnp.linalg.eigh(jnp.swapaxes(F, -1, -2) @ F)
     g = jnp.maximum(g, 0)
-    FV, PXtV = F @ V, S @ (F @ V)  # (..., p, m): F V, and P X' V = S F V
+    FV = F @ V
+    PXtV = S @ FV  # P X' V = S F V, (..., p, m)
     err = y - jnp.einsum("...mi,...i->...m", X, w)
     if directional:
         keep = g > jnp.sqrt(jnp.finfo(dt).eps) * jnp.max(g, axis=-1, keepdims=True)
