@@ -91,6 +91,7 @@ import numpy as np
 from dense_armor import inertial, learners, rls
 from dense_armor.compiler import full_precision
 from dense_armor.dynamics import joint_torque_regressor
+from dense_armor.dynamics.tree import subtree_mask
 from dense_armor.learners import Learner, Prepared, StepOutput
 from dense_armor.model import Model
 from dense_armor.payload_change import PayloadDetector
@@ -388,11 +389,8 @@ class RobotLearner(Learner):
     @property
     def _ancestors_masses(self) -> np.ndarray:
         """Where in ``w`` the masses of the payload body's ancestors are (those learned)."""
-        ancestors, b = [], self.model.parents[self.body]
-        while b >= 0:
-            ancestors.append(b)
-            b = self.model.parents[b]
-        return np.array([self.learned.index(10 * a) for a in ancestors if 10 * a in self.learned], int)
+        ancestors = np.flatnonzero(subtree_mask(self.model)[self.body])  # the body and its ancestors
+        return np.array([self.learned.index(10 * a) for a in ancestors if a != self.body and 10 * a in self.learned], int)
 
     @property
     def _bodies(self) -> int:
