@@ -783,13 +783,14 @@ def load_state(path: str | Path, like, learner=None):
         if differs:
             raise ValueError(f"{path}: a state of another learner configuration ({differs}; a state belongs to "
                              "the options it was learned with)")
+    now = _paths(like)
     if "paths" in files:
-        saved, now = json.loads(str(loaded["paths"])), _paths(like)
+        saved = json.loads(str(loaded["paths"]))
         if saved != now:
             differs = next((f"{a} in the file, {b} here" for a, b in zip(saved, now) if a != b), "more arrays")
             raise ValueError(f"{path}: a state of another layout ({differs}): of another learner, precision or "
                              "version of dense_armor")
-    elif any(p.endswith(".S") for p in _paths(like)):  # same shapes, another meaning
+    elif any(p.endswith(".S") for p in now):  # same shapes, another meaning
         raise ValueError(f"{path}: a state saved before the whole-robot learner kept its float32 covariance as a "
                          "factor: it cannot be read as one")
     names = [f"leaf_{i}" for i in range(len(leaves))]
