@@ -52,15 +52,6 @@ def forward_kinematics(model: Model, q):
     return jnp.stack([jnp.stack(row, -1) for row in R], -2), jnp.stack(p, -1)
 
 
-def _ancestors(model: Model, body: int) -> np.ndarray:
-    """(n,) static mask: the joints on the path from ``body`` to the base."""
-    mask = np.zeros(model.n_bodies, bool)
-    while body >= 0:
-        mask[body] = True
-        body = model.parents[body]
-    return mask
-
-
 @partial(jax.jit, static_argnums=2)
 def frame_jacobian(model: Model, q, frame: str | int):
     """Geometric Jacobian of a frame's origin.
@@ -86,6 +77,7 @@ def frame_jacobian(model: Model, q, frame: str | int):
     w, v = motion_subspaces(tr.prismatic_mask(model), tuple(row[2] for row in R), p)  # a joint frame's axis is its z
     _, origin = _frame_placements(model, world, np.full(model.n_bodies, frame), dtype)
     linear = spatial.add(v, spatial.cross(w, origin))
-    mask = _ancestors(model, model.frame_bodies[frame])
+    # the joints between the frame's body and the base (row -1, the base's: none)
+    mask = np.vstack([tr.subtree_mask(model), np.zeros(model.n_bodies, bool)])[model.frame_bodies[frame]]
     J = jnp.stack([jnp.where(mask, x, 0.0) for x in (*linear, *w)])  # (6, B) per joint
     return tr.generalized(model, dtype, J.T).T
