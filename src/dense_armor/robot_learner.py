@@ -42,10 +42,12 @@ at low speed misfits, and the payload detector widens those rows' noise by it.
 
 Friction at rest. A joint that stops keeps what its static friction holds, in the direction it
 last moved, anywhere within about twice the dry friction, until it moves again: no function of
-the state predicts it. So near rest the spread adds the band the smooth sign leaves unassigned,
-``2 |f_c| (1 - |tanh(qd / v0)|)`` with the Coulomb friction learned so far (identification
-leaves out the samples near zero velocity for the same reason), and the payload detector counts
-that band once for :data:`HELD_FOR` seconds, the torque a rest holds, not once a sample.
+the state predicts it. So at rest the spread adds that band, ``2 |f_c| (1 - tanh(|qd| / (k_r
+v0)))`` with the Coulomb friction learned so far and ``k_r =`` :data:`REST_WIDTH` (identification
+leaves out the samples near zero velocity for the same reason; a joint moving slower than ``v0``
+but moving slides, and the Coulomb and Stribeck terms learn its friction there), and the
+payload detector counts that band once for :data:`HELD_FOR` seconds, the torque a rest holds,
+not once a sample.
 
 Residuals that never do harm. The torque a controller gets, :attr:`StepOutput.prediction`,
 is the URDF's plus the learned residual ``r = X w`` times a trust ``c_j`` in [0, 1]: the
@@ -134,6 +136,10 @@ EXCESS_LIMIT = 25.0
 #: s: how long a joint at rest holds the torque its static friction took when it stopped (a
 #: rest's length): to the payload detector, one error that lasts, not one a sample.
 HELD_FOR = 1.0
+#: A joint slower than about this many Coulomb widths ``v0`` is at rest (the band of torques
+#: its static friction holds fades out there): above what a stopped joint's velocity estimate
+#: reads, below the speeds where a joint slides on the friction the terms model.
+REST_WIDTH = 0.25
 #: s, the learner's memory when neither ``lam`` nor ``memory`` is given.
 MEMORY = 60.0
 
@@ -480,12 +486,13 @@ class RobotLearner(Learner):
         keep = jnp.exp(-1.0 / jnp.maximum(jnp.asarray(self.trust_time, dtype) * rate, TRUST_SAMPLES))
         trust = TrustState(keep * state.trust.cross + target * residual, keep * state.trust.power + residual**2)
 
-        # rows whitened by each joint's spread: its noise and, near rest, the band of torques
-        # its static friction can hold (about twice the dry friction the smooth sign leaves
-        # unassigned), which depends on how the joint got there
+        # rows whitened by each joint's spread: its noise and, at rest, the band of torques its
+        # static friction can hold (about twice the dry friction), which depends on how the
+        # joint got there (a joint still moving, however slowly, slides: the terms model it)
         n = self.model.n
-        coulomb = self._joint_columns("coulomb")
-        band_at_rest = 2.0 * jnp.abs(state.rls.w[coulomb]) * (1.0 - jnp.abs(jnp.diagonal(X[:, coulomb])))
+        speed = jnp.abs(jnp.diagonal(X[:, self._joint_columns("viscous")]))  # the velocity is the viscous column
+        band_at_rest = 2.0 * jnp.abs(state.rls.w[self._joint_columns("coulomb")]) * (
+            1.0 - jnp.tanh(speed / (REST_WIDTH * self.coulomb_width)))
         scale = jnp.sqrt(state.noise.variance + band_at_rest**2)
         Xw, ew = X / scale[:, None], error / scale
         noise = state.noise
@@ -497,8 +504,7 @@ class RobotLearner(Learner):
         # what the errors' correlation is measured on, so that a transient the learner expects
         # (a body re-opened after an alarm) cannot pass for correlated noise
         standard = ew / jnp.sqrt(1.0 + jnp.diagonal(G))
-        # each joint's speed band, and its excess there (the velocity is the viscous column)
-        speed = jnp.abs(jnp.diagonal(X[:, self._joint_columns("viscous")]))
+        # each joint's speed band, and its excess there
         band = jax.nn.one_hot(jnp.sum(speed[:, None] >= jnp.asarray(SPEED_BANDS, dtype) * self.coulomb_width, axis=1),
                               len(SPEED_BANDS) + 1, dtype=dtype)
         rows, y = Xw, target / scale
