@@ -22,7 +22,7 @@ last also without its payload detector, ``robot --no-payload``), float64:
   drift-aware learner); ``pin.rnea`` and the columns of ``pin.computeJointTorqueRegressor`` with
   one RLS over the stacked joint equations (payload: the payload body's 10 columns, viscous,
   Coulomb and offset per joint; whole robot: the bodies' columns the learner learns, armature,
-  viscous, smooth Coulomb and offset per joint);
+  viscous, smooth Coulomb, Stribeck and offset per joint);
 - the cost per sample inside a jitted ``lax.scan`` (``learners.replay`` over 10^4 samples): the
   library's program, compiled with ``dense_armor.compiler.OPTIONS`` (XLA:CPU's memory-optimised
   scheduler), and the same replay inside a user's own ``jax.jit`` (JAX's defaults: the outer
@@ -117,17 +117,19 @@ class NumpyFiveFeature:
 class NumpyShared:
     """One RLS over the stacked joint equations, its columns from Pinocchio's joint-torque
     regressor: the payload learner's (``body`` given) or the whole robot's (those the
-    library's learner learns: ``learned``, indices into the ``14 n`` columns)."""
+    library's learner learns: ``learned``, indices into the ``15 n`` columns)."""
 
     def __init__(self, xml: str, body: int | None, lam: float = LAM, delta: float = 1e6, width: float = 0.02,
                  learned=None):
         import pinocchio as pin
 
+        from dense_armor.robot_learner import STRIBECK_WIDTH
+
         self.pin, self.model = pin, pinocchio_model(xml)
         self.data = self.model.createData()
         n = self.model.nv
-        self.n, self.body, self.lam, self.width = n, body, lam, width
-        self.learned = np.arange(14 * n) if learned is None else np.asarray(learned)
+        self.n, self.body, self.lam, self.width, self.stribeck = n, body, lam, width, STRIBECK_WIDTH * width
+        self.learned = np.arange(15 * n) if learned is None else np.asarray(learned)
         p = 10 + 3 * n if body is not None else len(self.learned)
         self.w, self.P = np.zeros(p), delta * np.eye(p)
 
@@ -138,7 +140,9 @@ class NumpyShared:
         if self.body is not None:
             X = np.concatenate([Y[:, 10 * self.body : 10 * self.body + 10], np.diag(qd), np.diag(np.sign(qd)), np.eye(n)], 1)
         else:
-            X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(np.tanh(qd / self.width)), np.eye(n)], 1)[:, self.learned]
+            smooth = np.tanh(qd / self.width)
+            stribeck = smooth - np.tanh(qd / self.stribeck)
+            X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(smooth), np.diag(stribeck), np.eye(n)], 1)[:, self.learned]
         return X, nominal
 
     def predict(self, q, qd, qdd):

@@ -63,3 +63,27 @@ def test_the_gpu_measurement_runs_end_to_end_here(tmp_path):
             assert error <= TOLERANCE[what], (key, error)
         else:  # a learner: float32 as good as float64 on the same data
             assert abs(error["rmse_ratio"] - 1) < 0.02, (key, error)
+
+
+@pytest.mark.parametrize("name", ["UR5", "Panda"])
+def test_the_numpy_reference_learns_the_robot_learners_columns(name):
+    # the learners benchmark's NumPy + Pinocchio whole-robot reference does the library's work:
+    # the same columns (Pinocchio's regressor in place of the library's) at the same state
+    import jax
+    import numpy as np
+    from common import robots
+    from learners import reference
+
+    from dense_armor import parse_urdf
+    from dense_armor.robot_learner import RobotLearner
+
+    xml = robots()[name]
+    learner = RobotLearner(parse_urdf(xml))
+    numpy = reference("robot", xml)
+    q, qd, qdd = np.random.default_rng(0).uniform(-0.5, 0.5, (3, learner.model.n))
+    qd[0] = 0.01  # within the Coulomb width: the smooth sign and the Stribeck term both matter
+    with jax.enable_x64(True):
+        X, nominal = learner.features(q, qd, qdd, np.float64)
+    X_ref, nominal_ref = numpy.features(q, qd, qdd)
+    np.testing.assert_allclose(X_ref, X, atol=1e-9)
+    np.testing.assert_allclose(nominal_ref, nominal, atol=1e-9)
