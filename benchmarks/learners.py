@@ -128,7 +128,8 @@ class NumpyShared:
         self.pin, self.model = pin, pinocchio_model(xml)
         self.data = self.model.createData()
         n = self.model.nv
-        self.n, self.body, self.lam, self.width, self.stribeck = n, body, lam, width, STRIBECK_WIDTH * width
+        self.n, self.body, self.lam, self.width = n, body, lam, width
+        self.stribeck_width = STRIBECK_WIDTH * width  # the Stribeck term's slow smooth sign
         self.learned = np.arange(15 * n) if learned is None else np.asarray(learned)
         p = 10 + 3 * n if body is not None else len(self.learned)
         self.w, self.P = np.zeros(p), delta * np.eye(p)
@@ -141,7 +142,7 @@ class NumpyShared:
             X = np.concatenate([Y[:, 10 * self.body : 10 * self.body + 10], np.diag(qd), np.diag(np.sign(qd)), np.eye(n)], 1)
         else:
             smooth = np.tanh(qd / self.width)
-            stribeck = smooth - np.tanh(qd / self.stribeck)
+            stribeck = smooth - np.tanh(qd / self.stribeck_width)
             X = np.concatenate([Y, np.diag(qdd), np.diag(qd), np.diag(smooth), np.diag(stribeck), np.eye(n)], 1)[:, self.learned]
         return X, nominal
 
