@@ -374,7 +374,7 @@ class RobotLearner(Learner):
         hidden = invisible(model)
         hidden[self.body] = False  # the payload's: the detector fits all ten
         bodies = 10 * model.n_bodies
-        self.learned = tuple(int(k) for k in np.flatnonzero(~hidden.reshape(-1))) + tuple(range(bodies, bodies + len(JOINT_TERMS) * model.n))
+        self.learned = tuple(int(k) for k in np.flatnonzero(~hidden.reshape(-1))) + tuple(range(bodies, bodies + self._terms))
         self.link = link
         self.consistent = bool(consistent)
         self.forgets = not (isinstance(lam, (int, float)) and lam == 1.0)  # lam = 1: no forgetting to trace
@@ -399,9 +399,14 @@ class RobotLearner(Learner):
         return np.array([self.learned.index(10 * a) for a in ancestors if a != self.body and 10 * a in self.learned], int)
 
     @property
+    def _terms(self) -> int:
+        """How many joint-term parameters there are, one per term and joint (they come last)."""
+        return len(JOINT_TERMS) * self.model.n
+
+    @property
     def _bodies(self) -> int:
         """How many of the bodies' parameters are learned (they come first in ``w``)."""
-        return len(self.learned) - len(JOINT_TERMS) * self.model.n
+        return len(self.learned) - self._terms
 
     @property
     def num_parameters(self) -> int:
@@ -420,7 +425,7 @@ class RobotLearner(Learner):
         """``w`` (..., p) as all ``10 B + 5 n`` parameters, the :func:`invisible` ones 0 (the
         URDF's); with ``P`` (p, p) also its covariance, theirs the prior's."""
         learned = np.asarray(self.learned)
-        full = jnp.zeros((*w.shape[:-1], 10 * self.model.n_bodies + len(JOINT_TERMS) * self.model.n), w.dtype).at[..., learned].set(w)
+        full = jnp.zeros((*w.shape[:-1], 10 * self.model.n_bodies + self._terms), w.dtype).at[..., learned].set(w)
         if P is None:
             return full
         return full, jnp.diag(jnp.asarray(self.std, P.dtype) ** 2).at[np.ix_(learned, learned)].set(P)
@@ -694,7 +699,7 @@ def robot_estimate(learner: RobotLearner, state: RobotState, threshold=1.0) -> R
     def quadratic(J, M):  # (B, k) the variances of J theta, J (B, k, 10) on each body's block of M
         return jnp.einsum("bki,bij,bkj->bk", J, blocks(M), J)
 
-    urdf = jnp.concatenate([jnp.asarray(learner.model.inertia, dtype).reshape(-1), jnp.zeros(len(JOINT_TERMS) * learner.model.n, dtype)])
+    urdf = jnp.concatenate([jnp.asarray(learner.model.inertia, dtype).reshape(-1), jnp.zeros(learner._terms, dtype)])
     urdf = urdf.at[learner._joint_columns("armature", full=True)].set(jnp.asarray(learner.model.armature, dtype))  # the others: 0
     bounded = np.zeros(urdf.shape, bool)  # armature and friction are >= 0 on a real robot (its shape has either sign)
     for term in ("armature", "viscous", "coulomb"):
