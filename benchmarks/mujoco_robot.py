@@ -14,7 +14,11 @@ Stribeck friction, torque ripple, friction that falls as the arm warms up, a cab
 friction held at rest). And optionally the URDF is a CAD estimate (``cad``): besides the scaled
 masses and moments, every centre of mass is off by up to 3 cm along each axis (also where the
 URDF puts it on an axis) and every body's principal axes are turned by up to 20 degrees
-(products of inertia the URDF lacks).
+(products of inertia the URDF lacks). And optionally the arm is under closed-loop control
+(``loop``): MuJoCo integrates the arm's motion under a joint controller tracking the motion
+(:func:`_closed_loop`), and the log's torque is the controller's command, not the inverse
+dynamics of a prescribed motion: the arm lags and overshoots its reference, a joint that stops
+sticks in its dry friction, and the controller's integrator winds up against it.
 
 :func:`simulate` returns the log's columns (what a user has) and the truth (what the benchmark
 scores against). ``benchmarks/realistic.py`` runs the learners on it; the tests run short
@@ -36,6 +40,14 @@ QUANTUM = 2.0**-19  # encoder resolution, rad
 REST = 0.002  # rad/s: a joint slower than this is at rest (for the unmodelled friction)
 CAD_COM = 0.03  # m: a CAD-estimate URDF's centres of mass are off by up to this along each axis ...
 CAD_TURN = math.radians(20.0)  # ... and its principal axes by up to this angle
+# The closed loop's joint controller (:func:`_closed_loop`): ticks, physics steps a tick, ...
+CONTROL_RATE = 1000.0  # Hz
+SUBSTEPS = 2
+STIFFNESS = 20.0  # ... stiffness, N m/rad per N m of the joint's effort limit, ...
+BANDWIDTH = 60.0  # ... at most this natural frequency (rad/s) on the joint's own inertia, ...
+DAMPING_RATIO = 0.8
+INTEGRAL_TIME = 0.5  # ... s, the integrator's time (its torque: stiffness x error x time / this) ...
+INTEGRAL_LIMIT = 0.2  # ... and its clamp, a fraction of the effort limit (anti-wind-up)
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,7 @@ class Truth:
     noise_std: np.ndarray  # N m, per joint
     unmodelled: bool = False  # the torque includes :func:`unmodelled_torque`
     cad: bool = False  # the nominal URDF is a CAD estimate (:func:`_cad_error`)
+    loop: bool = False  # the torque is a joint controller's command (:func:`_closed_loop`)
 
 
 @dataclass
@@ -310,6 +323,66 @@ def _inverse(m: mujoco.MjModel, q, qd, qdd) -> np.ndarray:
     return out
 
 
+def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path, t, carrying, effort):
+    """The arm's motion under a joint controller that tracks ``path``, at the log's times ``t``.
+
+    What real arms' joint controllers do: at :data:`CONTROL_RATE`, the nominal URDF's inverse
+    dynamics along the reference (feed-forward; no friction, no armature, no payload) plus a PID
+    on each joint's tracking error, whose stiffness is :data:`STIFFNESS` times the joint's effort
+    limit (at most :data:`BANDWIDTH` on its own inertia), its damping :data:`DAMPING_RATIO` and
+    its integrator clamped at :data:`INTEGRAL_LIMIT` of the effort; the command saturates at the
+    effort. MuJoCo integrates the arm (``plain`` or ``loaded``, as ``carrying(time)`` says; the
+    state carries over at a change) in :data:`SUBSTEPS` steps a tick, its dry friction a
+    constraint that holds a joint at rest.
+
+    Returns:
+        ``(q, qd, qdd, tau)`` at ``t`` (T, n) each: the state between physics steps (linear),
+        the acceleration of the step, the command of the tick.
+    """
+    tick = 1.0 / CONTROL_RATE
+    for m in (plain, loaded):
+        m.opt.timestep = tick / SUBSTEPS
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT | mujoco.mjtDisableBit.mjDSBL_CONTACT
+    ticks = int(math.ceil(t[-1] / tick)) + 2
+    times = np.arange(ticks) * tick
+    reference = path(times)
+    forward = _inverse(mujoco.MjModel.from_xml_string(mujoco_urdf(robot)), *reference)
+    datas = (mujoco.MjData(plain), mujoco.MjData(loaded))
+    which = int(carrying(0.0))
+    data = datas[which]
+    data.qpos[:], data.qvel[:] = reference[0][0], reference[1][0]
+    probe, inertia = mujoco.MjData(plain), np.zeros((plain.nv, plain.nv))
+    probe.qpos[:] = reference[0][0]
+    mujoco.mj_forward(plain, probe)
+    mujoco.mj_fullM(plain, probe, inertia)
+    own = np.diag(inertia)  # each joint's inertia at the start, armature included
+    kp = np.minimum(STIFFNESS * effort, own * BANDWIDTH**2)
+    kd, ki, clamp = 2.0 * DAMPING_RATIO * np.sqrt(kp * own), kp / INTEGRAL_TIME, INTEGRAL_LIMIT * effort
+    steps = ticks * SUBSTEPS
+    q, qd, qdd = (np.empty((steps, plain.nv)) for _ in range(3))
+    command = np.empty((ticks, plain.nv))
+    integral = np.zeros(plain.nv)
+    for i in range(ticks):
+        if int(carrying(times[i])) != which:  # the payload picked up or dropped: the state carries over
+            which = 1 - which
+            datas[which].qpos[:], datas[which].qvel[:] = data.qpos, data.qvel
+            data = datas[which]
+        error, rate = reference[0][i] - data.qpos, reference[1][i] - data.qvel
+        integral = np.clip(integral + ki * error * tick, -clamp, clamp)
+        command[i] = np.clip(forward[i] + kp * error + kd * rate + integral, -effort, effort)
+        data.qfrc_applied[:] = command[i]
+        model = (plain, loaded)[which]
+        for k in range(i * SUBSTEPS, (i + 1) * SUBSTEPS):
+            q[k], qd[k] = data.qpos, data.qvel
+            mujoco.mj_step(model, data)
+            qdd[k] = data.qacc  # the acceleration the step integrated
+    step = tick / SUBSTEPS
+    k = np.clip((t / step).astype(int), 0, steps - 2)
+    frac = (t / step - k)[:, None]
+    return ((1 - frac) * q[k] + frac * q[k + 1], (1 - frac) * qd[k] + frac * qd[k + 1], qdd[k],
+            command[np.minimum(k // SUBSTEPS, ticks - 1)])
+
+
 def _lowpass_noise(rng, t, std, cutoff) -> np.ndarray:
     """White noise through a first-order low-pass of ``cutoff`` Hz, on the sample times ``t``,
     scaled to ``std`` per joint (N m)."""
@@ -367,7 +440,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
              change: str = "steady", change_time: float | None = None, motion: str = "sines",
              velocities: bool = True, jitter: float = 0.3, drops: bool | None = None, gain_error: float = 0.03,
              noise: tuple = (0.01, 0.03), unmodelled: bool = False, cad: bool = False, rest: float = 0.0,
-             sine_period: float = 10.0) -> Simulated:
+             sine_period: float = 10.0, loop: bool = False) -> Simulated:
     """One realistic log of ``robot``.
 
     Args:
@@ -391,9 +464,13 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         rest: s the arm rests at its first position before the moves begin (a log started
             before the robot's program; ``"moves"`` only, which start from rest).
         sine_period: s, the sines' fundamental period (slower excitation when longer).
+        loop: the arm tracks the motion under a joint controller (:func:`_closed_loop`), whose
+            command is the torque (the rest is the same draw as without).
     """
     if change not in ("steady", "pick", "drop"):
         raise ValueError(f"change: {change!r}")
+    if loop and unmodelled:
+        raise ValueError("loop: the unmodelled torques are added to the measured torque, not to the controlled arm")
     if rest and motion != "moves":
         raise ValueError("rest: the sines do not start from rest; only with motion='moves'")
     rng = np.random.default_rng([seed, int(rate), {"steady": 0, "pick": 1, "drop": 2}[change], motion == "moves"])
@@ -409,13 +486,20 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         for start in rng.choice(count - 10, size=max(1, count // 5000), replace=False):
             keep[start : start + rng.integers(1, 9)] = False
         t = t[keep]
-    q, qd, qdd = path(t - rest)  # before its first knot a path of moves rests where it starts
     when = None if change == "steady" else (0.6 * duration if change_time is None else change_time)
-    with_payload = np.zeros(len(t), bool) if when is None else (t >= when) if change == "pick" else (t < when)
-    tau = np.empty_like(q)
-    for mask, model in ((~with_payload, plain), (with_payload, loaded)):
-        if mask.any():
-            tau[mask] = _inverse(model, q[mask], qd[mask], qdd[mask])
+
+    def carrying(time):
+        return np.zeros(np.shape(time), bool) if when is None else (time >= when) if change == "pick" else (time < when)
+
+    if loop:
+        q, qd, qdd, tau = _closed_loop(robot, plain, loaded, lambda time: path(time - rest), t, carrying, parts["effort"])
+    else:
+        q, qd, qdd = path(t - rest)  # before its first knot a path of moves rests where it starts
+        with_payload = carrying(t)
+        tau = np.empty_like(q)
+        for mask, model in ((~with_payload, plain), (with_payload, loaded)):
+            if mask.any():
+                tau[mask] = _inverse(model, q[mask], qd[mask], qdd[mask])
     peak = np.abs(tau).max(0)
     noise_std = rng.uniform(*noise, n) * peak
     noise = _lowpass_noise(rng, t, noise_std, rng.uniform(5.0, 20.0))
@@ -438,6 +522,6 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         armature=parts["armature"], damping=parts["damping"], frictionloss=parts["frictionloss"],
         gain_error=gains, payload_mass=parts["payload_mass"], payload_com=parts["payload_com"],
         payload_inertia=parts["payload_inertia"], change_time=when, change=change, noise_std=noise_std,
-        unmodelled=unmodelled, cad=cad,
+        unmodelled=unmodelled, cad=cad, loop=loop,
     )
     return Simulated(columns, names, tau, qdd, truth, rate, extra={"q_true": q, "qd_true": qd})
