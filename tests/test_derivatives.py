@@ -75,6 +75,31 @@ def test_chunks_agree_with_the_whole_log(causal):
     np.testing.assert_allclose(joined["qdd"], one["qdd"], atol=100 * tol)
 
 
+def test_a_live_loop_pushing_one_sample_at_a_time_gets_the_whole_logs_causal_derivatives():
+    """What a controller runs: each tick's sample pushed alone. The estimates are the whole
+    log's; the first sample comes out with the second (its derivative is their difference's)."""
+    t, q, qd, qdd = _signal(1000.0, seconds=2.0, seed=5)
+    whole = derivatives.Differentiator(20.0, 1000.0, causal=True)
+    (one,) = whole.push({"t": t, "q": q})
+    live = derivatives.Differentiator(20.0, 1000.0, causal=True)
+    ticks = [live.push({"t": t[k : k + 1], "q": q[k : k + 1]}) for k in range(len(t))]
+    assert ticks[0] == [] and [len(tick[0]["t"]) for tick in ticks[1:3]] == [2, 1]
+    streamed = {key: np.concatenate([tick[0][key] for tick in ticks[1:]]) for key in ("t", "qd", "qdd")}
+    np.testing.assert_array_equal(streamed["t"], t)
+    for key in ("qd", "qdd"):
+        np.testing.assert_allclose(streamed[key], one[key], rtol=1e-9, atol=1e-9 * np.abs(one[key]).max())
+    # the estimator itself, a sample at a time (given the rate): the first sample's derivative 0
+    state, alone = None, []
+    for k in range(len(t)):
+        est, state = derivatives.causal(t[k : k + 1], q[k : k + 1], 20.0, state, rate=1000.0)
+        alone.append(est)
+    alone = np.concatenate(alone)
+    np.testing.assert_array_equal(alone[0], 0.0)
+    np.testing.assert_allclose(alone[1:], one["qd"][1:], rtol=1e-9, atol=1e-9 * np.abs(one["qd"]).max())
+    # a controller's derivative is a filtered, lagging one, not noise: it follows the motion
+    assert np.abs(streamed["qd"][500:] - qd[500 - 12 : len(qd) - 12]).max() < 0.1 * np.abs(qd).max()
+
+
 def test_logged_velocities_are_kept_and_resampling_lands_on_a_grid():
     t, q, qd, qdd = _signal(1000.0, seed=4)
     d = derivatives.Differentiator(20.0, 1000.0)

@@ -115,17 +115,19 @@ def causal(t, x, cutoff: float, state=None, rate: float | None = None):
         t, x: the samples; ``t`` strictly increasing.
         cutoff: Hz.
         state: ``None`` at the start of a segment, else what the previous call returned, to
-            continue a segment across chunks.
-        rate: the rate the filter is designed for, Hz (default: from the median step).
+            continue a segment across chunks (of one sample each, in a live loop).
+        rate: the rate the filter is designed for, Hz (default: from the median step; a
+            segment that starts with a chunk of one sample needs it).
 
     Returns:
-        ``(derivative, state)``.
+        ``(derivative, state)``. A segment's first sample alone has no derivative: 0 (a first
+        chunk of several takes the first difference's).
     """
     t = np.asarray(t, np.float64)
     x = np.asarray(x, np.float64)
     if state is None:
-        if len(t) < 2:
-            return np.zeros_like(x), None
+        if len(t) < 2:  # nothing to difference yet: the next chunk continues from this sample
+            return np.zeros_like(x), None if rate is None or not len(t) else (rate, t[-1], x[-1], None)
         rate = rate or 1.0 / float(np.median(np.diff(t)))
         last_t, last_x, zi = t[0] - 1.0 / rate, x[0], None
     else:
@@ -185,12 +187,16 @@ class Differentiator:
 
     def push(self, chunk: dict) -> list[dict]:
         """Add a chunk (``t`` (m,), ``q`` (m, n), optionally ``qd``, ``qdd``, and any other
-        (m, ...) arrays); returns the finished chunks."""
+        (m, ...) arrays); returns the finished chunks. Causal: all of it, but for a segment's
+        first sample pushed alone, which comes out with the next push (a live loop's first
+        tick gets nothing)."""
         chunk = {k: np.asarray(v, np.float64) for k, v in chunk.items() if v is not None}
         self._pending = chunk if self._pending is None else {k: np.concatenate([self._pending[k], chunk[k]]) for k in chunk}
         size = len(self._pending["t"])
         if self.causal:
-            return [self._finish(size)]
+            # a segment's first sample waits for the second (its derivative is their difference's)
+            starting = self._state["qd"] is None and self._state["qdd"] is None
+            return [] if starting and size < 2 else [self._finish(size)]
         out = []
         while len(self._pending["t"]) >= self.chunk + self.margin:
             out.append(self._finish(self.chunk))
