@@ -22,6 +22,8 @@ at each segment boundary (a gap too long to bridge).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import interpolate, signal
 
@@ -40,9 +42,11 @@ def default_cutoff(rate: float) -> float:
     return min(20.0, rate / 5.0)
 
 
+@functools.lru_cache(maxsize=64)
 def _lowpass(cutoff: float, rate: float, order: int):
-    """A Butterworth low-pass as second-order sections, or ``None`` when the cut-off is at or
-    above Nyquist (nothing to filter)."""
+    """A Butterworth low-pass as second-order sections (shared: read, never written), or
+    ``None`` when the cut-off is at or above Nyquist (nothing to filter). Designed once: a live
+    loop asks for it every tick, and the design costs more than the filtering."""
     _check_cutoff(cutoff, rate)
     if cutoff >= 0.5 * rate:
         return None
