@@ -323,11 +323,14 @@ def _inverse(m: mujoco.MjModel, q, qd, qdd) -> np.ndarray:
     return out
 
 
-def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path, t, carrying, effort):
+def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path, t, carrying, effort,
+                 feed_forward=None):
     """The arm's motion under a joint controller that tracks ``path``, at the log's times ``t``.
 
-    What real arms' joint controllers do: at :data:`CONTROL_RATE`, the nominal URDF's inverse
-    dynamics along the reference (feed-forward; no friction, no armature, no payload) plus a PID
+    What real arms' joint controllers do: at :data:`CONTROL_RATE`, a feed-forward torque along
+    the reference (by default the nominal URDF's inverse dynamics: no friction, no armature, no
+    payload; else ``feed_forward(tick, reference, q, command)``, the tick's reference ``(q, qd,
+    qdd)`` (n,) each, the arm's position and the last tick's command, N m) plus a PID
     on each joint's tracking error, whose stiffness is :data:`STIFFNESS` times the joint's effort
     limit (at most :data:`BANDWIDTH` on its own inertia), its damping :data:`DAMPING_RATIO` and
     its integrator clamped at :data:`INTEGRAL_LIMIT` of the effort; the command saturates at the
@@ -346,7 +349,9 @@ def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path
     ticks = int(math.ceil(t[-1] / tick)) + 2
     times = np.arange(ticks) * tick
     reference = path(times)
-    forward = _inverse(mujoco.MjModel.from_xml_string(mujoco_urdf(robot)), *reference)
+    if feed_forward is None:
+        nominal = _inverse(mujoco.MjModel.from_xml_string(mujoco_urdf(robot)), *reference)
+        feed_forward = lambda i, *_: nominal[i]  # noqa: E731
     datas = (mujoco.MjData(plain), mujoco.MjData(loaded))
     which = int(carrying(0.0))
     data = datas[which]
@@ -369,7 +374,9 @@ def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path
             data = datas[which]
         error, rate = reference[0][i] - data.qpos, reference[1][i] - data.qvel
         integral = np.clip(integral + ki * error * tick, -clamp, clamp)
-        command[i] = np.clip(forward[i] + kp * error + kd * rate + integral, -effort, effort)
+        last = command[i - 1] if i else np.zeros(plain.nv)
+        forward = feed_forward(i, tuple(x[i] for x in reference), data.qpos.copy(), last)
+        command[i] = np.clip(forward + kp * error + kd * rate + integral, -effort, effort)
         data.qfrc_applied[:] = command[i]
         model = (plain, loaded)[which]
         for k in range(i * SUBSTEPS, (i + 1) * SUBSTEPS):

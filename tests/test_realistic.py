@@ -10,7 +10,8 @@ pytest.importorskip("mujoco")
 import jax.numpy as jnp  # noqa: E402
 import mujoco_robot as mr  # noqa: E402
 import numpy as np  # noqa: E402
-from realistic import case  # noqa: E402  (benchmarks/, on the path through conftest.py)
+from in_the_loop import run_case  # noqa: E402  (benchmarks/, on the path through conftest.py)
+from realistic import case  # noqa: E402
 
 from dense_armor.learners import Sample  # noqa: E402
 from dense_armor.logs import load_log, write_table  # noqa: E402
@@ -156,6 +157,16 @@ def test_an_arm_under_its_joint_controller_meets_the_realistic_targets(robot, ra
     assert r["false_alarms"] == 0 and not r["missed"] and r["delay"] <= 3.0, r
     assert r["mass_error"] < 0.05, r
     assert r["harmful"] == 0 and r["rmse_learner"] < 1.3 * r["rmse_batch"], r
+
+
+@pytest.mark.slow
+def test_the_learner_in_the_controllers_loop_tracks_better_than_the_urdf():
+    """The learner's torque as the feed-forward of the arm's joint controller, learning each
+    tick's sample with the causal derivatives a live loop has (``benchmarks/in_the_loop.py``)."""
+    r = run_case("ur5", 0, "pick", duration=30.0)
+    assert r["learner"]["tracking_mrad"] < 0.5 * r["urdf"]["tracking_mrad"], r["learner"]["tracking_mrad"]
+    assert r["learner"]["feedback_nm"] < 0.5 * r["urdf"]["feedback_nm"]
+    assert r["learner"]["alarms"] == 1 and r["harmful"] == 0, r
 
 
 @pytest.mark.slow
