@@ -3,7 +3,7 @@
 What the learner is for: a controller adds its torque to the command. Here the MuJoCo arm of the
 realistic benchmark (`mujoco_robot`: every body off the URDF, armature, damping and dry friction;
 a payload of 1-3 kg picked up or dropped 60 % into a 60 s run) tracks its motion under the closed
-loop's 1 kHz joint PID (`mujoco_robot._closed_loop`), twice from the same draw:
+loop's 1 kHz joint PID (`mujoco_robot.closed_loop`), twice from the same draw:
 
 * **URDF**: the feed-forward is the URDF's inverse dynamics along the reference (`rnea`);
 * **learner**: at every tick a `Stepper` of the whole-robot learner (`RobotLearner`, its
@@ -52,7 +52,7 @@ HARM = 1.1  # a second whose tracking RMSE exceeds the URDF's by more than this 
 
 
 class Learned:
-    """The learner's feed-forward, ``mujoco_robot._closed_loop``'s ``feed_forward``: each tick,
+    """The learner's feed-forward, ``mujoco_robot.closed_loop``'s ``feed_forward``: each tick,
     the measured sample learned, then the learner's torque at the reference (kept in
     :attr:`forward`)."""
 
@@ -88,11 +88,7 @@ def run_case(robot: str, seed: int, change: str, duration: float = DURATION) -> 
     rng = np.random.default_rng([seed, 8, {"steady": 0, "pick": 1, "drop": 2}[change]])
     plain, loaded, names, parts = mr.true_robot(robot, seed)
     path = mr.sines(plain, duration, rng) if motion == "sines" else mr.moves(plain, duration, rng)
-    when = None if change == "steady" else 0.6 * duration
-
-    def carrying(time):
-        return np.zeros(np.shape(time), bool) if when is None else (time >= when) if change == "pick" else (time < when)
-
+    carrying = mr.payload_on(change, None if change == "steady" else 0.6 * duration)
     model = parse_urdf(mr.nominal_urdf(robot))
     if spec.locked:
         model = lock_joints(model, spec.locked)
@@ -105,7 +101,7 @@ def run_case(robot: str, seed: int, change: str, duration: float = DURATION) -> 
     for name, forward in (("urdf", None), ("learner", Learned(model, rng, peak))):
         feed = (lambda i, *_: urdf_torque[min(i, len(t) - 1)]) if forward is None else forward
         started = time.perf_counter()
-        q, _, _, command = mr._closed_loop(robot, plain, loaded, path, t, carrying, parts["effort"], feed)
+        q, _, _, command = mr.closed_loop(robot, plain, loaded, path, t, carrying, parts["effort"], feed)
         seconds = time.perf_counter() - started
         feed_torque = urdf_torque if forward is None else np.array(forward.forward)[: len(t)]
         after = t >= WARM_UP

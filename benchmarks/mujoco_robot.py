@@ -16,7 +16,7 @@ masses and moments, every centre of mass is off by up to 3 cm along each axis (a
 URDF puts it on an axis) and every body's principal axes are turned by up to 20 degrees
 (products of inertia the URDF lacks). And optionally the arm is under closed-loop control
 (``loop``): MuJoCo integrates the arm's motion under a joint controller tracking the motion
-(:func:`_closed_loop`), and the log's torque is the controller's command, not the inverse
+(:func:`closed_loop`), and the log's torque is the controller's command, not the inverse
 dynamics of a prescribed motion: the arm lags and overshoots its reference, a joint that stops
 sticks in its dry friction, and the controller's integrator winds up against it.
 
@@ -40,7 +40,7 @@ QUANTUM = 2.0**-19  # encoder resolution, rad
 REST = 0.002  # rad/s: a joint slower than this is at rest (for the unmodelled friction)
 CAD_COM = 0.03  # m: a CAD-estimate URDF's centres of mass are off by up to this along each axis ...
 CAD_TURN = math.radians(20.0)  # ... and its principal axes by up to this angle
-# The closed loop's joint controller (:func:`_closed_loop`): ticks, physics steps a tick, ...
+# The closed loop's joint controller (:func:`closed_loop`): ticks, physics steps a tick, ...
 CONTROL_RATE = 1000.0  # Hz
 SUBSTEPS = 2
 STIFFNESS = 20.0  # ... stiffness, N m/rad per N m of the joint's effort limit, ...
@@ -109,7 +109,7 @@ class Truth:
     noise_std: np.ndarray  # N m, per joint
     unmodelled: bool = False  # the torque includes :func:`unmodelled_torque`
     cad: bool = False  # the nominal URDF is a CAD estimate (:func:`_cad_error`)
-    loop: bool = False  # the torque is a joint controller's command (:func:`_closed_loop`)
+    loop: bool = False  # the torque is a joint controller's command (:func:`closed_loop`)
 
 
 @dataclass
@@ -323,7 +323,7 @@ def _inverse(m: mujoco.MjModel, q, qd, qdd) -> np.ndarray:
     return out
 
 
-def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path, t, carrying, effort,
+def closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path, t, carrying, effort,
                  feed_forward=None):
     """The arm's motion under a joint controller that tracks ``path``, at the log's times ``t``.
 
@@ -372,11 +372,11 @@ def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path
             which = 1 - which
             datas[which].qpos[:], datas[which].qvel[:] = data.qpos, data.qvel
             data = datas[which]
-        error, rate = reference[0][i] - data.qpos, reference[1][i] - data.qvel
+        error, error_rate = reference[0][i] - data.qpos, reference[1][i] - data.qvel
         integral = np.clip(integral + ki * error * tick, -clamp, clamp)
         last = command[i - 1] if i else np.zeros(plain.nv)
         forward = feed_forward(i, tuple(x[i] for x in reference), data.qpos.copy(), last)
-        command[i] = np.clip(forward + kp * error + kd * rate + integral, -effort, effort)
+        command[i] = np.clip(forward + kp * error + kd * error_rate + integral, -effort, effort)
         data.qfrc_applied[:] = command[i]
         model = (plain, loaded)[which]
         for k in range(i * SUBSTEPS, (i + 1) * SUBSTEPS):
@@ -388,6 +388,16 @@ def _closed_loop(robot: str, plain: mujoco.MjModel, loaded: mujoco.MjModel, path
     frac = (t / step - k)[:, None]
     return ((1 - frac) * q[k] + frac * q[k + 1], (1 - frac) * qd[k] + frac * qd[k + 1], qdd[k],
             command[np.minimum(k // SUBSTEPS, ticks - 1)])
+
+
+def payload_on(change: str, when: float | None):
+    """``time -> bool`` (any shape): the arm carries the payload (``change`` ``"pick"`` from
+    ``when`` s, ``"drop"`` until then, ``"steady"`` never)."""
+
+    def carrying(time):
+        return np.zeros(np.shape(time), bool) if when is None else (time >= when) if change == "pick" else (time < when)
+
+    return carrying
 
 
 def _lowpass_noise(rng, t, std, cutoff) -> np.ndarray:
@@ -471,7 +481,7 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
         rest: s the arm rests at its first position before the moves begin (a log started
             before the robot's program; ``"moves"`` only, which start from rest).
         sine_period: s, the sines' fundamental period (slower excitation when longer).
-        loop: the arm tracks the motion under a joint controller (:func:`_closed_loop`), whose
+        loop: the arm tracks the motion under a joint controller (:func:`closed_loop`), whose
             command is the torque (the rest is the same draw as without).
     """
     if change not in ("steady", "pick", "drop"):
@@ -494,12 +504,9 @@ def simulate(robot: str = "panda", seed: int = 0, rate: float = 1000.0, duration
             keep[start : start + rng.integers(1, 9)] = False
         t = t[keep]
     when = None if change == "steady" else (0.6 * duration if change_time is None else change_time)
-
-    def carrying(time):
-        return np.zeros(np.shape(time), bool) if when is None else (time >= when) if change == "pick" else (time < when)
-
+    carrying = payload_on(change, when)
     if loop:
-        q, qd, qdd, tau = _closed_loop(robot, plain, loaded, lambda time: path(time - rest), t, carrying, parts["effort"])
+        q, qd, qdd, tau = closed_loop(robot, plain, loaded, lambda time: path(time - rest), t, carrying, parts["effort"])
     else:
         q, qd, qdd = path(t - rest)  # before its first knot a path of moves rests where it starts
         with_payload = carrying(t)

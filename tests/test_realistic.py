@@ -115,7 +115,7 @@ def test_a_cad_estimate_moves_the_centres_of_mass_and_the_axes_and_nothing_else(
     assert np.any(cad_loaded.body_ipos[body] != plain_loaded.body_ipos[body])
 
 
-def test_in_closed_loop_the_logged_torque_is_the_command_that_moved_the_arm():
+def test_inclosed_loop_the_logged_torque_is_the_command_that_moved_the_arm():
     """The closed loop's log is physics, not a prescribed motion: at each physics step the
     controller's command is MuJoCo's inverse dynamics of the arm's state and acceleration (the
     payload's model once it is picked up), and the arm tracks its reference without following
@@ -124,7 +124,7 @@ def test_in_closed_loop_the_logged_torque_is_the_command_that_moved_the_arm():
     path = mr.sines(plain, 4.0, np.random.default_rng(0))
     step = 1.0 / (mr.CONTROL_RATE * mr.SUBSTEPS)
     t = np.arange(1, 4 * mr.CONTROL_RATE * mr.SUBSTEPS - 2) * step  # each physics step's start
-    q, qd, qdd, tau = mr._closed_loop("ur5", plain, loaded, path, t, lambda time: np.asarray(time) >= 2.0, parts["effort"])
+    q, qd, qdd, tau = mr.closed_loop("ur5", plain, loaded, path, t, lambda time: np.asarray(time) >= 2.0, parts["effort"])
     peak = np.abs(tau).max()
     for model, picked in ((plain, t < 2.0), (loaded, t >= 2.0)):
         inverse = mr._inverse(model, q[picked], qd[picked], qdd[picked])
