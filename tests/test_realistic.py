@@ -166,7 +166,7 @@ def test_the_learner_in_the_controllers_loop_tracks_better_than_the_urdf():
     r = run_case("ur5", 0, "pick", duration=30.0)
     assert r["learner"]["tracking_mrad"] < 0.5 * r["urdf"]["tracking_mrad"], r["learner"]["tracking_mrad"]
     assert r["learner"]["feedback_nm"] < 0.5 * r["urdf"]["feedback_nm"]
-    assert r["learner"]["alarms"] == 1 and r["harmful"] == 0, r
+    assert r["learner"]["false_alarms"] == 0 and r["learner"]["delay"] <= 3.0 and r["harmful"] == 0, r
 
 
 @pytest.mark.slow
