@@ -19,7 +19,8 @@ point-to-point moves with rests): the tracking error's RMSE (mrad, all joints) a
 torque (the command less the feed-forward, N m RMS) after the first 5 s, with the URDF and with
 the learner; harmful seconds (in which the learner's tracking RMSE exceeds the URDF's by more
 than 10 %, from 5 s on); the learner's payload alarms: the change's detection delay, and false
-alarms (any but the first within 3 s of the change), as the realistic benchmark counts them.
+alarms (any but the first within 3 s of the change), as the realistic benchmark counts them
+(`realistic.detection`).
 
     python benchmarks/in_the_loop.py --seeds 4
 """
@@ -40,6 +41,7 @@ import numpy as np  # noqa: E402
 
 import mujoco_robot as mr  # noqa: E402
 from common import table, write_section  # noqa: E402
+from realistic import detection  # noqa: E402
 from dense_armor.derivatives import Differentiator, default_cutoff  # noqa: E402
 from dense_armor.dynamics import rnea  # noqa: E402
 from dense_armor.learners import Stepper  # noqa: E402
@@ -49,7 +51,6 @@ from dense_armor.urdf import parse_urdf  # noqa: E402
 
 DURATION = 60.0
 WARM_UP = 5.0  # s: the learner's first seconds, left out of the scores
-DETECT = 3.0  # s: an alarm later than this after the change is a miss (and a false alarm)
 HARM = 1.1  # a second whose tracking RMSE exceeds the URDF's by more than this is harmful
 
 
@@ -118,10 +119,9 @@ def run_case(robot: str, seed: int, change: str, duration: float = DURATION) -> 
             "per_second": [float(np.sqrt(np.mean(error[(t >= s) & (t < s + 1)] ** 2))) for s in range(int(WARM_UP), int(duration))],
         }
         if forward is not None:
-            detected = None if when is None else next((a for a in forward.alarms if when <= a <= when + DETECT), None)
+            detected, false = detection(forward.alarms, when)
             out[name] |= {"alarms": forward.alarms, "delay": None if detected is None else detected - when,
-                          "missed": when is not None and detected is None,
-                          "false_alarms": sum(a != detected for a in forward.alarms)}
+                          "missed": when is not None and detected is None, "false_alarms": len(false)}
     harmful = np.array(out["learner"]["per_second"]) > HARM * np.array(out["urdf"]["per_second"])
     out["harmful"] = int(harmful.sum())
     return out

@@ -135,8 +135,7 @@ def case(robot: str, rate: float, scenario: str, seed: int, causal: bool = False
     rmse = lambda e: float(np.sqrt(np.mean(e**2)))  # noqa: E731
     alarms = np.array(report["alarms_s"])
     change = sim.truth.change_time
-    detected = None if change is None else next((a for a in alarms if change <= a <= change + DETECT), None)
-    false = [a for a in alarms if a != detected]
+    detected, false = detection(alarms, change)
     true_change = sim.truth.payload_mass * (1 if scenario == "pick" else -1)
     mass_error = None
     if detected is not None:
@@ -150,6 +149,14 @@ def case(robot: str, rate: float, scenario: str, seed: int, causal: bool = False
         "rmse_batch": batch, "harmful": len(report["harmful_windows_s"]), "seconds": elapsed,
         "samples": len(t), "unmodelled": unmodelled, "cad": cad, "loop": loop,
     }
+
+
+def detection(alarms, change):
+    """``(detected, false)``: the alarm (s) that finds the change at ``change`` s (the first
+    within :data:`DETECT` s after it; ``None`` for none, or no change) and the others, false
+    alarms (a late detection is a miss and a false alarm)."""
+    detected = None if change is None else next((a for a in alarms if change <= a <= change + DETECT), None)
+    return detected, [a for a in alarms if a != detected]
 
 
 _FEATURES = {}  # compiled once per robot

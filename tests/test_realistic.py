@@ -115,7 +115,7 @@ def test_a_cad_estimate_moves_the_centres_of_mass_and_the_axes_and_nothing_else(
     assert np.any(cad_loaded.body_ipos[body] != plain_loaded.body_ipos[body])
 
 
-def test_inclosed_loop_the_logged_torque_is_the_command_that_moved_the_arm():
+def test_in_closed_loop_the_logged_torque_is_the_command_that_moved_the_arm():
     """The closed loop's log is physics, not a prescribed motion: at each physics step the
     controller's command is MuJoCo's inverse dynamics of the arm's state and acceleration (the
     payload's model once it is picked up), and the arm tracks its reference without following
